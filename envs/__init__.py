@@ -1,0 +1,5 @@
+"""torchrl-warp's environments (installed as ``torchrl_warp.envs``)."""
+from torchrl_warp.envs.cartpole import CartPoleEnv
+from torchrl_warp.envs.tag import TagEnv
+
+__all__ = ["TagEnv", "CartPoleEnv"]

@@ -1,0 +1,121 @@
+"""Tag (continuous): WarpDrive's benchmark environment, as a TorchRL env.
+
+Examples:
+    >>> env = TagEnv(num_envs=4, num_taggers=2, num_runners=5, num_other_agents_observed=3)
+    >>> env.observation_spec["taggers", "observation"].shape   # 6 + 7 * 3 + 1 features
+    torch.Size([4, 2, 28])
+    >>> env.action_spec["runners", "action"].shape              # (acceleration, turn) indices
+    torch.Size([4, 5, 2])
+"""
+
+import torch
+from torchrl.data import MultiCategorical
+
+from torchrl_warp.cuda import tag as kernels
+from torchrl_warp.env import WarpEnv
+from torchrl_warp.layout import Field, Layout
+
+__all__ = ["TagEnv", "action_table"]
+
+
+def action_table(max_value: float, levels: int) -> torch.Tensor:
+    """``[0] + linspace(-max_value, max_value, levels)``: index 0 is the no-op."""
+    return torch.cat([torch.zeros(1), torch.linspace(-max_value, max_value, levels)]).float()
+
+
+class TagEnv(WarpEnv):
+    """Taggers chase runners on ``[0, grid_length]^2`` (WarpDrive's "tag_continuous").
+
+    Two groups, ``"taggers"`` (agents ``0..num_taggers-1`` in the kernels) and
+    ``"runners"``. Each agent picks an acceleration index and a turn index
+    (``MultiCategorical([num_acceleration_levels + 1, num_turn_levels + 1])``; index
+    0 is the no-op). A runner closer than ``tagging_distance * grid_length`` to its
+    nearest tagger is tagged: ``tag_penalty_for_runner`` for it, ``tag_reward_for_tagger``
+    for that tagger, and it leaves the game if ``runner_exits_game_after_tagged``
+    (its per-agent ``terminated`` flag is set). The episode terminates when no
+    runner is left and is truncated after ``episode_length`` steps. The
+    observation layout is documented in :mod:`torchrl_warp.cuda.tag`.
+
+    Any number of agents works: lanes of a CUDA block stride over agents.
+    """
+
+    defaults = {
+        "num_taggers": 10,
+        "num_runners": 100,
+        "grid_length": 20.0,
+        "episode_length": 500,
+        "max_speed": 1.0,
+        "max_acceleration": 0.1,
+        "max_turn": 2.356,
+        "num_acceleration_levels": 20,
+        "num_turn_levels": 20,
+        "skill_level_tagger": 1.0,
+        "skill_level_runner": 1.0,
+        "num_other_agents_observed": 10,
+        "use_full_observation": False,
+        "tagging_distance": 0.02,
+        "tag_reward_for_tagger": 10.0,
+        "tag_penalty_for_runner": -10.0,
+        "step_penalty_for_tagger": 0.0,
+        "step_reward_for_runner": 0.0,
+        "edge_hit_penalty": 0.0,
+        "end_of_game_reward_for_runner": 1.0,
+        "runner_exits_game_after_tagged": True,
+    }
+
+    def _check_params(self, p):
+        positive = ("num_taggers", "num_runners", "grid_length", "episode_length", "max_speed",
+                    "num_acceleration_levels", "num_turn_levels", "skill_level_tagger",
+                    "skill_level_runner", "num_other_agents_observed")
+        for name in positive:
+            if getattr(p, name) <= 0:
+                raise ValueError(f"TagEnv: {name} must be > 0, got {getattr(p, name)}")
+        for name in ("max_acceleration", "max_turn", "tagging_distance"):
+            if getattr(p, name) < 0:
+                raise ValueError(f"TagEnv: {name} must be >= 0, got {getattr(p, name)}")
+        if p.edge_hit_penalty > 0:
+            raise ValueError(f"TagEnv: edge_hit_penalty must be <= 0, got {p.edge_hit_penalty}")
+        n = p.num_taggers + p.num_runners
+        if not p.use_full_observation and p.num_other_agents_observed >= n:
+            raise ValueError(
+                f"TagEnv: num_other_agents_observed (k={p.num_other_agents_observed}) must be "
+                f"< the number of agents ({n}); use use_full_observation=True to see all others"
+            )
+
+    def _layout(self, p):
+        n = p.num_taggers + p.num_runners
+        k = n - 1 if p.use_full_observation else p.num_other_agents_observed
+        agent = dict(per_agent=True)
+        return Layout(
+            groups={"taggers": p.num_taggers, "runners": p.num_runners},
+            observation_shape=(kernels.OWN_FEATURES + kernels.NEIGHBOR_FEATURES * k + 1,),
+            action_spec=MultiCategorical(
+                nvec=[p.num_acceleration_levels + 1, p.num_turn_levels + 1], dtype=torch.int64
+            ),
+            fields=[
+                Field("pos", (2,), **agent),
+                Field("direction", **agent),
+                Field("speed", **agent),
+                Field("acceleration", **agent),
+                Field("in_game", dtype=torch.bool, **agent),
+                Field("tagged_by", dtype=torch.int32, **agent),
+                # scratch space of the k-nearest search
+                Field("neighbor_distance", (0 if p.use_full_observation else k,), **agent),
+                Field("neighbor_index", (0 if p.use_full_observation else k,), torch.int32, **agent),
+            ],
+            reset=(kernels.reset_agent, kernels.observe),
+            step=(kernels.move, kernels.detect_tags, kernels.score_tags, kernels.end_of_step, kernels.observe),
+            agent_done=True,
+            constants={
+                "acceleration_actions": action_table(p.max_acceleration, p.num_acceleration_levels),
+                "turn_actions": action_table(p.max_turn, p.num_turn_levels),
+                "tag_radius": p.tagging_distance * p.grid_length,
+            },
+        )
+
+    @property
+    def runners_in_game(self) -> torch.Tensor:
+        """Number of runners still in the game, per env (``[num_envs]``)."""
+        return self.state["in_game"][:, self.params.num_taggers:].sum(-1)
+
+

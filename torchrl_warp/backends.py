@@ -1,0 +1,208 @@
+"""Three ways to run one kernel source: CUDA, CPU, and Numba's CUDA simulator.
+
+A backend turns a :class:`~torchrl_warp.codegen.KernelSpec` into a compiled
+driver, turns torch tensors into arrays the driver can take (zero-copy, once per
+buffer), and launches the driver.
+
+* ``cuda``: ``numba.cuda`` kernels on torch's current stream, over cached
+  ``__cuda_array_interface__`` views (no stream sync when a view is made).
+* ``cpu``: ``numba.njit(parallel=True)``, a ``prange`` over environments.
+* ``cudasim``: the CUDA kernel source run by Numba's simulator on the CPU
+  (``NUMBA_ENABLE_CUDASIM=1`` must be set before numba is imported). Slow: for
+  tests at tiny sizes, so that CI exercises the GPU code path without a GPU.
+
+Examples:
+    >>> backend = make_backend("cpu", torch.device("cpu"))
+    >>> backend.name
+    'cpu'
+"""
+from __future__ import annotations
+
+import os
+import types
+
+import numba
+import torch
+
+from torchrl_warp.codegen import KernelSpec
+
+__all__ = ["Backend", "CpuBackend", "CudaBackend", "SimulatorBackend", "make_backend", "simulator_enabled"]
+
+_COMPILED: dict = {}
+
+
+def simulator_enabled() -> bool:
+    """Whether Numba runs in CUDA-simulator mode in this process."""
+    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+class Backend:
+    """Compiles kernel specs and launches them over tensor views."""
+
+    name = "base"
+
+    def __init__(self, device: torch.device):
+        self.device = device
+
+    def compile(self, spec: KernelSpec):
+        key = (self.name, spec)
+        if key not in _COMPILED:
+            _COMPILED[key] = self._compile(spec)
+        return _COMPILED[key]
+
+    def _exec(self, source: str, fn_name: str, spec: KernelSpec, namespace: dict):
+        for i, phase in enumerate(spec.phases):
+            namespace[f"phase_{i}"] = self._phase(phase)
+        exec(compile(source, f"<torchrl_warp {fn_name}>", "exec"), namespace)
+        return namespace[fn_name]
+
+    def _phase(self, phase):
+        return phase
+
+    def _compile(self, spec: KernelSpec):
+        raise NotImplementedError
+
+    def view(self, tensor: torch.Tensor):
+        """A zero-copy array over ``tensor`` that the compiled drivers accept."""
+        raise NotImplementedError
+
+    def launch(self, kernel, num_envs: int, num_agents: int, args: tuple) -> None:
+        raise NotImplementedError
+
+
+class CpuBackend(Backend):
+    """``numba.njit(parallel=True)`` loops over environments."""
+
+    name = "cpu"
+
+    def _compile(self, spec):
+        source = spec.cpu_source()
+        fn = self._exec(source, f"warp_{spec.kind}_cpu", spec, {"prange": numba.prange})
+        return numba.njit(parallel=True, cache=False)(fn)
+
+    def view(self, tensor):
+        return tensor.detach().numpy()
+
+    def launch(self, kernel, num_envs, num_agents, args):
+        kernel(num_envs, num_agents, *args)
+
+
+class _CudaLayout(Backend):
+    """Launch layout shared by the GPU and its simulator."""
+
+    block_threads = 256
+
+    def layout(self, num_envs: int, num_agents: int) -> tuple[int, int, int]:
+        """``(threads_per_env, envs_per_block, blocks)`` for a launch."""
+        threads_per_env = min(_next_pow2(num_agents), self.block_threads)
+        envs_per_block = self.block_threads // threads_per_env
+        blocks = -(-num_envs // envs_per_block)
+        return threads_per_env, envs_per_block, blocks
+
+    def _compile(self, spec):
+        from numba import cuda
+
+        source = spec.cuda_source()
+        fn = self._exec(source, f"warp_{spec.kind}_cuda", spec, {"cuda": cuda})
+        return cuda.jit(fn)
+
+
+class CudaBackend(_CudaLayout):
+    """Numba-CUDA kernels launched on torch's current stream."""
+
+    name = "cuda"
+
+    def __init__(self, device):
+        super().__init__(device)
+        from numba import cuda
+
+        self._cuda = cuda
+        self._gpu = cuda.gpus[device.index or 0]
+        self._streams: dict[int, object] = {}
+
+    def view(self, tensor):
+        with self._gpu:
+            return self._cuda.as_cuda_array(tensor.detach(), sync=False)
+
+    def _stream(self):
+        handle = torch.cuda.current_stream(self.device).cuda_stream
+        stream = self._streams.get(handle)
+        if stream is None:
+            stream = self._streams[handle] = self._cuda.external_stream(handle)
+        return stream
+
+    def launch(self, kernel, num_envs, num_agents, args):
+        tpe, epb, blocks = self.layout(num_envs, num_agents)
+        with self._gpu:
+            kernel[blocks, self.block_threads, self._stream()](
+                num_envs, num_agents, tpe, epb, *args
+            )
+
+
+class SimulatorBackend(_CudaLayout):
+    """The CUDA kernel source, run by Numba's CUDA simulator on the CPU."""
+
+    name = "cudasim"
+    # every simulated thread is a Python thread: keep blocks small
+    block_threads = 16
+
+    def _phase(self, phase):
+        # The simulator runs kernels as Python, so phases run as Python too. Jitted
+        # helpers they call stay jitted; those given the simulator's fake device
+        # arrays get the numpy arrays underneath instead.
+        fn = getattr(phase, "py_func", phase)
+        namespace = dict(fn.__globals__)
+        for name, value in fn.__globals__.items():
+            if isinstance(value, numba.core.registry.CPUDispatcher):
+                namespace[name] = _with_numpy_arrays(value)
+        return types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
+
+    def view(self, tensor):
+        return tensor.detach().numpy()
+
+    def launch(self, kernel, num_envs, num_agents, args):
+        tpe, epb, blocks = self.layout(num_envs, num_agents)
+        kernel[blocks, self.block_threads](num_envs, num_agents, tpe, epb, *args)
+
+
+def _with_numpy_arrays(dispatcher):
+    def call(*args):
+        return dispatcher(*(getattr(a, "_item", a)._ary if hasattr(a, "_item") else a for a in args))
+
+    return call
+
+
+def make_backend(name: str | None, device: torch.device) -> Backend:
+    """The backend for ``device``; ``name=None`` picks the natural one.
+
+    ``cuda`` devices run the ``cuda`` backend; the ``cpu`` device runs ``cpu``,
+    or ``cudasim`` when ``NUMBA_ENABLE_CUDASIM=1``.
+    """
+    sim = simulator_enabled()
+    if name is None:
+        name = "cuda" if device.type == "cuda" else ("cudasim" if sim else "cpu")
+    if name == "cuda":
+        if device.type != "cuda":
+            raise ValueError(f"backend 'cuda' needs a CUDA device, got device={device}")
+        if sim:
+            raise RuntimeError(
+                "backend 'cuda' is unavailable: NUMBA_ENABLE_CUDASIM=1 replaced "
+                "numba.cuda by its simulator in this process"
+            )
+        return CudaBackend(device)
+    if name in ("cpu", "cudasim"):
+        if device.type != "cpu":
+            raise ValueError(f"backend {name!r} runs on device='cpu', got device={device}")
+        if name == "cudasim":
+            if not sim:
+                raise RuntimeError(
+                    "backend 'cudasim' needs NUMBA_ENABLE_CUDASIM=1 in the environment "
+                    "before numba is first imported"
+                )
+            return SimulatorBackend(device)
+        return CpuBackend(device)
+    raise ValueError(f"unknown backend {name!r}: expected 'cuda', 'cpu' or 'cudasim'")

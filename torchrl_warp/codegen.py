@@ -1,0 +1,139 @@
+"""Generate the kernels around an environment's phase functions.
+
+An environment writes its logic once, as *phase functions*: ``@numba.njit``
+functions whose first two parameters are ``env`` and ``agent`` and whose other
+parameters are named after state fields, parameters or constants. A step (or a
+reset) is a sequence of phases with a barrier between consecutive ones: every
+agent of an environment finishes phase ``i`` before any agent starts ``i + 1``.
+
+From that sequence this module writes the source of two drivers:
+
+* a CUDA kernel: several environments per block (``threads_per_env`` lanes each,
+  a power of two), lanes stride over agents, ``cuda.syncthreads()`` between phases;
+* a CPU loop: ``numba.prange`` over environments, a plain loop over agents per phase.
+
+Both drivers also keep the per-environment counters that every environment needs:
+a step kernel first increments ``step_count[env]``; a reset kernel zeroes it,
+increments ``episode[env]`` (the counter-based RNG is keyed by both) and clears
+the env's ``done``/``terminated``/``truncated`` flags. Only
+environments whose ``reset_mask`` entry is set are touched by a reset kernel.
+
+Examples:
+    >>> import numba
+    >>> @numba.njit
+    ... def move(env, agent, pos, speed):
+    ...     pos[env, agent] += speed
+    >>> spec = KernelSpec("step", (move,))
+    >>> spec.arguments
+    ('seed', 'step_count', 'episode', 'done', 'terminated', 'truncated', 'pos', 'speed')
+    >>> print(spec.cpu_source().splitlines()[1])
+        for env in prange(num_envs):
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+__all__ = ["KernelSpec", "phase_parameters", "BUILTIN_ARGUMENTS"]
+
+#: names every phase may ask for besides state fields, parameters and constants
+BUILTIN_ARGUMENTS = ("num_agents", "seed", "step_count", "episode")
+_LEADING = ("env", "agent")
+# every kernel takes these: the drivers update the counters and clear the flags
+_FIXED = ("seed", "step_count", "episode", "done", "terminated", "truncated")
+
+
+def phase_parameters(phase) -> tuple[str, ...]:
+    """The names a phase function asks for after ``(env, agent)``."""
+    fn = getattr(phase, "py_func", phase)
+    names = tuple(inspect.signature(fn).parameters)
+    if names[:2] != _LEADING:
+        raise TypeError(
+            f"phase function {fn.__qualname__} must start with parameters "
+            f"(env, agent, ...), got ({', '.join(names)})"
+        )
+    return names[2:]
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One kernel: its kind (``"step"`` or ``"reset"``) and its phases."""
+
+    kind: str
+    phases: tuple
+
+    def __post_init__(self):
+        if self.kind not in ("step", "reset"):
+            raise ValueError(f"kernel kind must be 'step' or 'reset', got {self.kind!r}")
+        if not self.phases:
+            raise ValueError(f"a {self.kind} kernel needs at least one phase")
+
+    @property
+    def arguments(self) -> tuple[str, ...]:
+        """Kernel arguments after the launch layout, in a fixed order."""
+        names = list(_FIXED)
+        for phase in self.phases:
+            for name in phase_parameters(phase):
+                if name not in names and name != "num_agents":
+                    names.append(name)
+        if self.kind == "reset":
+            names.insert(0, "reset_mask")
+        return tuple(names)
+
+    def _calls(self) -> list[str]:
+        calls = []
+        for i, phase in enumerate(self.phases):
+            args = ", ".join(("env", "agent") + phase_parameters(phase))
+            calls.append(f"phase_{i}({args})")
+        return calls
+
+    def _counter_update(self) -> list[str]:
+        if self.kind == "step":
+            return ["step_count[env] += 1"]
+        return [
+            "step_count[env] = 0",
+            "episode[env] += 1",
+            "done[env] = False",
+            "terminated[env] = False",
+            "truncated[env] = False",
+        ]
+
+    def cuda_source(self) -> str:
+        """Source of the CUDA kernel ``warp_<kind>_cuda``."""
+        args = ", ".join(
+            ("num_envs", "num_agents", "threads_per_env", "envs_per_block") + self.arguments
+        )
+        live = "env < num_envs"
+        lines = [
+            f"def warp_{self.kind}_cuda({args}):",
+            "    tid = cuda.threadIdx.x",
+            "    env = cuda.blockIdx.x * envs_per_block + tid // threads_per_env",
+            "    lane = tid % threads_per_env",
+            f"    live = {live}",
+        ]
+        if self.kind == "reset":
+            lines.append("    if live:")
+            lines.append("        live = reset_mask[env]")
+        lines.append("    if live and lane == 0:")
+        lines += [f"        {stmt}" for stmt in self._counter_update()]
+        for call in self._calls():
+            lines += [
+                "    cuda.syncthreads()",
+                "    if live:",
+                "        for agent in range(lane, num_agents, threads_per_env):",
+                f"            {call}",
+            ]
+        return "\n".join(lines) + "\n"
+
+    def cpu_source(self) -> str:
+        """Source of the CPU loop ``warp_<kind>_cpu`` (parallel over environments)."""
+        args = ", ".join(("num_envs", "num_agents") + self.arguments)
+        lines = [f"def warp_{self.kind}_cpu({args}):", "    for env in prange(num_envs):"]
+        indent = "        "
+        if self.kind == "reset":
+            lines.append("        if reset_mask[env]:")
+            indent = "            "
+        lines += [indent + stmt for stmt in self._counter_update()]
+        for call in self._calls():
+            lines += [indent + "for agent in range(num_agents):", indent + "    " + call]
+        return "\n".join(lines) + "\n"

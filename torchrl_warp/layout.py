@@ -1,0 +1,124 @@
+"""What an environment declares: its state fields, agent groups, specs and kernels.
+
+Examples:
+    >>> import torch
+    >>> from torchrl.data import Categorical
+    >>> pos = Field("pos", (2,), per_agent=True)
+    >>> pos.full_shape(num_envs=8, num_agents=3)
+    (8, 3, 2)
+    >>> layout = Layout(groups={"walkers": 3}, observation_shape=(4,),
+    ...                 action_spec=Categorical(3), fields=[pos],
+    ...                 reset=(), step=())
+    >>> layout.num_agents
+    3
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torchrl.data import TensorSpec
+
+__all__ = ["Field", "Layout", "CORE_FIELDS"]
+
+
+@dataclass(frozen=True)
+class Field:
+    """One state tensor.
+
+    Args:
+        name: the name kernels use for it (a phase parameter of the same name receives it).
+        shape: trailing shape of one element (``()`` for a scalar).
+        dtype: torch dtype.
+        per_agent: ``[num_envs, num_agents, *shape]`` if True, else ``[num_envs, *shape]``.
+    """
+
+    name: str
+    shape: tuple = ()
+    dtype: torch.dtype = torch.float32
+    per_agent: bool = False
+
+    def full_shape(self, num_envs: int, num_agents: int) -> tuple:
+        lead = (num_envs, num_agents) if self.per_agent else (num_envs,)
+        return lead + tuple(self.shape)
+
+    def nbytes(self, num_envs: int, num_agents: int) -> int:
+        n = 1
+        for s in self.full_shape(num_envs, num_agents):
+            n *= s
+        return n * torch.empty((), dtype=self.dtype).element_size()
+
+
+@dataclass
+class Layout:
+    """An environment's declaration, returned by ``WarpEnv._layout()``.
+
+    Args:
+        groups: agent groups in kernel order, name -> number of agents; agents of the
+            first group have kernel indices ``0..n0-1``, then the next group, etc.
+            ``None`` for a single-agent environment: its data sits at the root
+            (``"observation"`` of shape ``[num_envs, *observation_shape]``).
+        observation_shape: per-agent observation shape (float32).
+        action_spec: per-agent action spec without batch dims (e.g. ``Categorical(2)``
+            or ``MultiCategorical([21, 21])``); expanded to ``[num_envs, n, ...]``.
+        fields: the environment's own state fields.
+        reset: phase functions of the reset kernel (see :mod:`torchrl_warp.codegen`).
+        step: phase functions of the step kernel.
+        agent_done: per-agent ``done``/``terminated``/``truncated`` inside each group
+            (agents that leave the game early). Kernels write them as the fields
+            ``agent_done``, ``agent_terminated``, ``agent_truncated``.
+        constants: extra kernel arguments: Python scalars, or tensors that are
+            moved to the env's device once (lookup tables).
+    """
+
+    groups: dict[str, int] | None
+    observation_shape: tuple
+    action_spec: TensorSpec
+    fields: list[Field]
+    reset: tuple
+    step: tuple
+    agent_done: bool = False
+    constants: dict = field(default_factory=dict)
+
+    @property
+    def num_agents(self) -> int:
+        return 1 if self.groups is None else sum(self.groups.values())
+
+    def group_slices(self) -> dict[str | None, slice]:
+        """Each group's range of kernel agent indices (``{None: 0:1}`` if single-agent)."""
+        if self.groups is None:
+            return {None: slice(0, 1)}
+        out, start = {}, 0
+        for name, n in self.groups.items():
+            out[name] = slice(start, start + n)
+            start += n
+        return out
+
+    def all_fields(self) -> list[Field]:
+        """The environment's fields plus those every environment has."""
+        core = list(CORE_FIELDS)
+        core.append(Field("observation", tuple(self.observation_shape), torch.float32, True))
+        core.append(
+            Field("action", tuple(self.action_spec.shape), self.action_spec.dtype, True)
+        )
+        if self.agent_done:
+            core += [Field(f"agent_{k}", (), torch.bool, True) for k in _DONE_KEYS]
+        names = [f.name for f in core]
+        for f in self.fields:
+            if f.name in names:
+                raise ValueError(f"state field {f.name!r} is declared twice or shadows a core field")
+            names.append(f.name)
+        return core + list(self.fields)
+
+
+_DONE_KEYS = ("done", "terminated", "truncated")
+
+#: per-env counters and flags, and per-agent rewards, that every environment has
+CORE_FIELDS = (
+    Field("step_count", (), torch.int32),
+    Field("episode", (), torch.int32),
+    Field("done", (), torch.bool),
+    Field("terminated", (), torch.bool),
+    Field("truncated", (), torch.bool),
+    Field("reward", (), torch.float32, per_agent=True),
+)

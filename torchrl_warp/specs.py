@@ -1,0 +1,97 @@
+"""TorchRL specs, and the TensorDict keys of an environment's inputs and outputs.
+
+Multi-agent data sits under ``(group, key)`` with shape ``[num_envs, n_agents, ...]``;
+``done``/``terminated``/``truncated`` sit at the root with shape ``[num_envs, 1]``
+(and inside each group, ``[num_envs, n_agents, 1]``, when agents can leave early).
+A single-agent environment keeps everything at the root.
+
+Examples:
+    >>> from torchrl.data import Categorical
+    >>> from torchrl_warp.layout import Layout
+    >>> layout = Layout({"a": 2, "b": 3}, (5,), Categorical(4), [], (), ())
+    >>> specs = build_specs(layout, num_envs=8, device="cpu")
+    >>> specs["observation"]["a", "observation"].shape
+    torch.Size([8, 2, 5])
+"""
+from __future__ import annotations
+
+import torch
+from torchrl.data import Categorical, Composite, MultiCategorical, Unbounded
+
+from torchrl_warp.layout import Layout
+
+__all__ = ["build_specs", "batched_spec", "output_views", "DONE_KEYS"]
+
+DONE_KEYS = ("done", "terminated", "truncated")
+
+
+def _key(group, name):
+    return name if group is None else (group, name)
+
+
+def _flag(shape, device):
+    return Categorical(2, shape=shape, dtype=torch.bool, device=device)
+
+
+def batched_spec(spec, lead: tuple):
+    """``spec`` (one agent's) with leading batch dims ``lead``.
+
+    Built anew rather than with ``spec.expand``, which nests ``MultiCategorical``'s
+    per-dimension boxes instead of broadcasting its ``nvec``.
+    """
+    shape = tuple(lead) + tuple(spec.shape)
+    if isinstance(spec, MultiCategorical):
+        return MultiCategorical(nvec=spec.nvec.expand(shape).clone(), shape=shape, dtype=spec.dtype)
+    if isinstance(spec, Categorical):
+        return Categorical(spec.space.n, shape=shape, dtype=spec.dtype)
+    return spec.clone().expand(*shape)
+
+
+def build_specs(layout: Layout, num_envs: int, device) -> dict[str, Composite]:
+    """The env's full observation, action, reward and done specs."""
+    E = num_envs
+    obs, act, rew, done = ({} for _ in range(4))
+    done.update({k: _flag((E, 1), device) for k in DONE_KEYS})
+    for group, sl in layout.group_slices().items():
+        n = sl.stop - sl.start
+        lead = (E,) if group is None else (E, n)
+        o = Unbounded(shape=lead + tuple(layout.observation_shape), device=device)
+        a = batched_spec(layout.action_spec, lead).to(device)
+        r = Unbounded(shape=(E, 1) if group is None else (E, n, 1), device=device)
+        if group is None:
+            obs["observation"], act["action"], rew["reward"] = o, a, r
+            continue
+        obs[group] = Composite(observation=o, shape=lead, device=device)
+        act[group] = Composite(action=a, shape=lead, device=device)
+        rew[group] = Composite(reward=r, shape=lead, device=device)
+        if layout.agent_done:
+            done[group] = Composite(
+                {k: _flag((E, n, 1), device) for k in DONE_KEYS}, shape=lead, device=device
+            )
+    make = lambda d: Composite(d, shape=(E,), device=device)  # noqa: E731
+    return {"observation": make(obs), "action": make(act), "reward": make(rew), "done": make(done)}
+
+
+def output_views(layout: Layout, state) -> tuple[dict, dict, dict]:
+    """Views of ``state`` under the env's output keys.
+
+    Returns ``(observations_and_flags, rewards, actions)``: dicts from TensorDict
+    key to a view of the state tensor with the spec's shape. Outputs are cloned
+    from these views; actions are copied into them.
+    """
+    outputs, rewards, actions = {}, {}, {}
+    for k in DONE_KEYS:
+        outputs[k] = state[k].unsqueeze(-1)
+    for group, sl in layout.group_slices().items():
+        if group is None:
+            outputs["observation"] = state["observation"][:, 0]
+            rewards["reward"] = state["reward"][:, 0:1]
+            actions["action"] = state["action"][:, 0]
+            continue
+        outputs[(group, "observation")] = state["observation"][:, sl]
+        rewards[(group, "reward")] = state["reward"][:, sl].unsqueeze(-1)
+        actions[(group, "action")] = state["action"][:, sl]
+        if layout.agent_done:
+            for k in DONE_KEYS:
+                outputs[(group, k)] = state[f"agent_{k}"][:, sl].unsqueeze(-1)
+    return outputs, rewards, actions

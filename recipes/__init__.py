@@ -1,0 +1,1 @@
+"""Hydra training, evaluation and benchmark recipes (installed as ``torchrl_warp.recipes``)."""

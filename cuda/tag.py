@@ -16,6 +16,9 @@ Observation of one agent (``6 + 7 * K + 1`` floats, ``K`` = agents observed):
 * the time step / ``episode_length``.
 
 An agent out of the game sees zeros.
+
+Arithmetic runs in float64 on float32 state (cos/sin too), so that the GPU and the
+CPU round to the same float32 values and trajectories agree across backends.
 """
 import math
 
@@ -63,22 +66,23 @@ def move(
     tagger = agent < num_taggers
     a = _clamp_index(action[env, agent, 0], acceleration_actions.shape[0])
     t = _clamp_index(action[env, agent, 1], turn_actions.shape[0])
-    acc = acceleration[env, agent] + acceleration_actions[a]
-    d = direction[env, agent] + turn_actions[t]
+    f64 = numba.float64
+    acc = f64(acceleration[env, agent]) + f64(acceleration_actions[a])
+    d = f64(direction[env, agent]) + f64(turn_actions[t])
     if d < 0.0:
         d += _TWO_PI
     elif d >= _TWO_PI:
         d -= _TWO_PI
     top = max_speed * (skill_level_tagger if tagger else skill_level_runner)
-    s = speed[env, agent] + acc
+    s = f64(speed[env, agent]) + acc
     if s > top:
         s = top
         acc = 0.0
     elif s < 0.0:
         s = 0.0
         acc = 0.0
-    x = pos[env, agent, 0] + s * math.cos(d)
-    y = pos[env, agent, 1] + s * math.sin(d)
+    x = f64(pos[env, agent, 0]) + s * math.cos(d)
+    y = f64(pos[env, agent, 1]) + s * math.sin(d)
     hit = False
     if x < 0.0:
         x, hit = 0.0, True
@@ -109,9 +113,11 @@ def detect_tags(env, agent, pos, in_game, tagged_by, reward, num_taggers, tag_ra
         return
     best = -1
     best_d2 = 3.0e38
+    x = numba.float64(pos[env, agent, 0])
+    y = numba.float64(pos[env, agent, 1])
     for t in range(num_taggers):
-        dx = pos[env, t, 0] - pos[env, agent, 0]
-        dy = pos[env, t, 1] - pos[env, agent, 1]
+        dx = numba.float64(pos[env, t, 0]) - x
+        dy = numba.float64(pos[env, t, 1]) - y
         d2 = dx * dx + dy * dy
         if d2 < best_d2:
             best_d2 = d2
@@ -205,11 +211,13 @@ def observe(
             filled += 1
         return
     # k nearest agents still in the game: insertion into a sorted list (ties: lower index first)
+    x = numba.float64(pos[env, agent, 0])
+    y = numba.float64(pos[env, agent, 1])
     for o in range(num_agents):
         if o == agent or not in_game[env, o]:
             continue
-        dx = pos[env, o, 0] - pos[env, agent, 0]
-        dy = pos[env, o, 1] - pos[env, agent, 1]
+        dx = numba.float64(pos[env, o, 0]) - x
+        dy = numba.float64(pos[env, o, 1]) - y
         d2 = dx * dx + dy * dy
         if filled == slots and d2 >= neighbor_distance[env, agent, slots - 1]:
             continue

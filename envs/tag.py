@@ -100,7 +100,7 @@ class TagEnv(WarpEnv):
                 Field("in_game", dtype=torch.bool, **agent),
                 Field("tagged_by", dtype=torch.int32, **agent),
                 # scratch space of the k-nearest search
-                Field("neighbor_distance", (0 if p.use_full_observation else k,), **agent),
+                Field("neighbor_distance", (0 if p.use_full_observation else k,), torch.float64, **agent),
                 Field("neighbor_index", (0 if p.use_full_observation else k,), torch.int32, **agent),
             ],
             reset=(kernels.reset_agent, kernels.observe),

@@ -1,0 +1,109 @@
+"""A plain numpy implementation of one Tag step, written from the rules, for cross-checks.
+
+It takes the state arrays of one env batch (as numpy copies of ``TagEnv.state``)
+and the actions, and returns the next state, rewards, flags and observations.
+Loops are per env and per agent: clarity over speed.
+"""
+import math
+
+import numpy as np
+
+TWO_PI = 2.0 * math.pi
+
+
+def action_table(max_value, levels):
+    return np.concatenate([[0.0], np.linspace(-max_value, max_value, levels)]).astype(np.float32)
+
+
+def reference_step(s, action, p):
+    """One step. ``s``: dict of numpy arrays (``pos``, ``direction``, ``speed``,
+    ``acceleration``, ``in_game``, ``step_count``); ``action``: ``[E, N, 2]``; ``p``:
+    the env's params namespace. Returns a dict with the new state and outputs."""
+    s = {k: v.copy() for k, v in s.items()}
+    E, N = s["speed"].shape
+    T = p.num_taggers
+    acc_t = action_table(p.max_acceleration, p.num_acceleration_levels)
+    turn_t = action_table(p.max_turn, p.num_turn_levels)
+    reward = np.zeros((E, N))
+    s["step_count"] = s["step_count"] + 1
+    for e in range(E):
+        t_now = s["step_count"][e]
+        for a in range(N):
+            if not s["in_game"][e, a]:
+                s["speed"][e, a] = 0.0
+                s["acceleration"][e, a] = 0.0
+                continue
+            tagger = a < T
+            acc = s["acceleration"][e, a] + acc_t[np.clip(action[e, a, 0], 0, len(acc_t) - 1)]
+            d = s["direction"][e, a] + turn_t[np.clip(action[e, a, 1], 0, len(turn_t) - 1)]
+            d = d + TWO_PI if d < 0 else (d - TWO_PI if d >= TWO_PI else d)
+            top = p.max_speed * (p.skill_level_tagger if tagger else p.skill_level_runner)
+            sp = s["speed"][e, a] + acc
+            if sp > top:
+                sp, acc = top, 0.0
+            elif sp < 0:
+                sp, acc = 0.0, 0.0
+            x = s["pos"][e, a, 0] + sp * math.cos(d)
+            y = s["pos"][e, a, 1] + sp * math.sin(d)
+            hit = x < 0 or x > p.grid_length or y < 0 or y > p.grid_length
+            s["pos"][e, a] = np.clip([x, y], 0.0, p.grid_length)
+            s["direction"][e, a], s["speed"][e, a], s["acceleration"][e, a] = d, sp, acc
+            r = p.step_penalty_for_tagger if tagger else p.step_reward_for_runner
+            r += p.edge_hit_penalty if hit else 0.0
+            if not tagger and t_now >= p.episode_length:
+                r += p.end_of_game_reward_for_runner
+            reward[e, a] = r
+        # tags: each runner in the game against its nearest tagger
+        radius = p.tagging_distance * p.grid_length
+        tagged = []
+        for r_ in range(T, N):
+            if not s["in_game"][e, r_]:
+                continue
+            d2 = ((s["pos"][e, :T] - s["pos"][e, r_]) ** 2).sum(-1)
+            nearest = int(np.argmin(d2))
+            if d2[nearest] < radius * radius:
+                reward[e, r_] += p.tag_penalty_for_runner
+                reward[e, nearest] += p.tag_reward_for_tagger
+                tagged.append(r_)
+        if p.runner_exits_game_after_tagged:
+            for r_ in tagged:
+                s["in_game"][e, r_] = False
+    terminated = ~s["in_game"][:, T:].any(-1)
+    truncated = s["step_count"] >= p.episode_length
+    s.update(reward=reward, terminated=terminated, truncated=truncated)
+    s["observation"] = reference_observation(s, p)
+    return s
+
+
+def reference_observation(s, p):
+    E, N = s["speed"].shape
+    T = p.num_taggers
+    k = N - 1 if p.use_full_observation else p.num_other_agents_observed
+    obs = np.zeros((E, N, 6 + 7 * k + 1))
+    L, vmax = p.grid_length, p.max_speed
+    scale = 1.0 / (math.sqrt(2.0) * L)
+    for e in range(E):
+        for a in range(N):
+            if not s["in_game"][e, a]:
+                continue
+            o = obs[e, a]
+            o[0:2] = s["pos"][e, a] / L
+            o[2], o[3] = s["speed"][e, a] / vmax, s["acceleration"][e, a] / vmax
+            o[4], o[5] = s["direction"][e, a] / TWO_PI, float(a < T)
+            o[-1] = s["step_count"][e] / p.episode_length
+            others = [b for b in range(N) if b != a]
+            if not p.use_full_observation:
+                others = [b for b in others if s["in_game"][e, b]]
+                d2 = [((s["pos"][e, b] - s["pos"][e, a]) ** 2).sum() for b in others]
+                order = np.argsort(np.asarray(d2), kind="stable")[:k]
+                others = [others[i] for i in order]
+            for slot, b in enumerate(others):
+                if not s["in_game"][e, b]:
+                    continue
+                base = 6 + 7 * slot
+                o[base:base + 2] = (s["pos"][e, b] - s["pos"][e, a]) * scale
+                o[base + 2] = (s["speed"][e, b] - s["speed"][e, a]) / vmax
+                o[base + 3] = (s["acceleration"][e, b] - s["acceleration"][e, a]) / vmax
+                o[base + 4] = (s["direction"][e, b] - s["direction"][e, a]) / TWO_PI
+                o[base + 5], o[base + 6] = float(b < T), 1.0
+    return obs

@@ -1,0 +1,231 @@
+"""WarpEnv's generic behaviour, exercised through TagEnv and CartPoleEnv."""
+import numpy as np
+import pytest
+import torch
+from tensordict import TensorDict
+from torchrl.collectors import Collector
+from torchrl.envs import RewardSum, TransformedEnv
+
+from conftest import SIM
+from torchrl_warp import WarpEnv
+from torchrl_warp.envs import CartPoleEnv, TagEnv
+
+TINY_TAG = dict(num_taggers=2, num_runners=4, num_other_agents_observed=2)
+STEPS = 6 if SIM else 100
+
+
+def tag_actions(env, generator):
+    spec = env.full_action_spec
+    return TensorDict(
+        {g: {"action": torch.randint(0, 21, spec[g, "action"].shape, generator=generator)}
+         for g in ("taggers", "runners")},
+        batch_size=env.batch_size,
+    )
+
+
+def fixed_action_policy(env, seed=0):
+    """A policy of pre-drawn random actions: identical across envs and backends."""
+    g = torch.Generator().manual_seed(seed)
+    if isinstance(env, TagEnv):
+        draws = [tag_actions(env, g) for _ in range(STEPS)]
+    else:
+        draws = [TensorDict(action=torch.randint(0, 2, (env.num_envs,), generator=g), batch_size=env.batch_size)
+                 for _ in range(STEPS)]
+    it = iter(draws)
+
+    def policy(tensordict):
+        return tensordict.update(next(it))
+
+    return policy
+
+
+@pytest.mark.sim
+def test_rollout_outputs_are_fresh_distinct_and_correct():
+    """Rollouts keep references to outputs: each step's must be its own tensor."""
+    env = CartPoleEnv(num_envs=3, seed=0)
+    td = env.rollout(STEPS, policy=fixed_action_policy(env), break_when_any_done=False)
+    obs, nxt = td["observation"], td["next", "observation"]
+    # distinct: no two stored steps share values (aliasing would repeat the last one)
+    flat = nxt.reshape(-1, 4)
+    assert torch.unique(flat, dim=0).shape[0] == flat.shape[0]
+    # correct: each stored next observation is one Euler step from the stored one
+    gym = pytest.importorskip("gymnasium")
+    ref = gym.make("CartPole-v1").unwrapped
+    ref.reset(seed=0)
+    for e in range(3):
+        for t in range(STEPS):
+            ref.state = obs[e, t].double().numpy()
+            ref.steps_beyond_terminated = None
+            expected, *_ = ref.step(int(td["action"][e, t]))
+            np.testing.assert_allclose(nxt[e, t].numpy(), expected, atol=1e-5)
+            if t + 1 < STEPS and not td["next", "done"][e, t]:
+                assert torch.equal(obs[e, t + 1], nxt[e, t])
+
+
+@pytest.mark.sim
+def test_tag_rollout_stores_distinct_observations():
+    env = TagEnv(num_envs=2, seed=0, **TINY_TAG)
+    td = env.rollout(STEPS, break_when_any_done=False)
+    pos_feature = td["next", "taggers", "observation"][..., :2]  # own x, y
+    moved = (pos_feature[:, 1:] != pos_feature[:, :-1]).any(-1).any(-1)
+    assert moved.float().mean() > 0.5
+    assert not torch.equal(td["next", "taggers", "observation"][:, 0], td["next", "taggers", "observation"][:, -1])
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("make", [lambda s: CartPoleEnv(num_envs=3, seed=s),
+                                  lambda s: TagEnv(num_envs=2, seed=s, **TINY_TAG)], ids=["cartpole", "tag"])
+def test_same_seed_same_trajectory_bit_for_bit(make):
+    a = make(7).rollout(STEPS, policy=fixed_action_policy(make(0)), break_when_any_done=False)
+    b = make(7).rollout(STEPS, policy=fixed_action_policy(make(0)), break_when_any_done=False)
+    c = make(8).rollout(STEPS, policy=fixed_action_policy(make(0)), break_when_any_done=False)
+    assert (a == b).all()
+    assert not (a == c).all()
+    # set_seed restarts the random stream: a reseeded env replays the same trajectory
+    env = make(123)
+    env.rollout(3)
+    env.set_seed(7)
+    d = env.rollout(STEPS, policy=fixed_action_policy(make(0)), break_when_any_done=False)
+    assert (a == d).all()
+
+
+@pytest.mark.sim
+def test_partial_reset_through_reset_keys():
+    env = TagEnv(num_envs=3, seed=0, **TINY_TAG)
+    env.rollout(3, break_when_any_done=False)
+    before = env.state.clone()
+    out = env._reset(TensorDict({"_reset": torch.tensor([[True], [False], [True]])}, batch_size=[3]))
+    assert env.state["step_count"].tolist() == [0, 3, 0]
+    assert env.state["episode"].tolist() == [2, 1, 2]
+    assert torch.equal(env.state["pos"][1], before["pos"][1])
+    assert not torch.equal(env.state["pos"][0], before["pos"][0])
+    assert torch.equal(out["taggers", "observation"][1], before["observation"][1, :2])
+    assert not out["done"].any()
+    # a group-level reset resets the whole env (agents are never reset one by one)
+    env.reset(TensorDict({"runners": {"_reset": torch.tensor([[[False]] * 4, [[True]] + [[False]] * 3, [[False]] * 4])}},
+                         batch_size=[3]))
+    assert env.state["step_count"].tolist() == [0, 0, 0]
+
+
+@pytest.mark.sim
+def test_maybe_reset_resets_only_done_envs():
+    env = CartPoleEnv(num_envs=3, seed=0)
+    td = env.reset()
+    env.rollout(2, break_when_any_done=False)
+    td = env.state.select().update({"done": torch.tensor([[False], [True], [False]]), "observation": env.state["observation"][:, 0].clone()})
+    before = env.state["observation"].clone()
+    out = env.maybe_reset(td)
+    assert env.state["step_count"].tolist() == [2, 0, 2]
+    assert torch.equal(out["observation"][0], before[0, 0]) and torch.equal(out["observation"][2], before[2, 0])
+    assert not torch.equal(out["observation"][1], before[1, 0])
+    assert not out["done"].any()
+
+
+# ----- bad input ------------------------------------------------------------------------
+def _tag_step_input(env):
+    return env.full_action_spec.zero()
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize(
+    "corrupt, error, match",
+    [
+        (lambda a: a[:, :1], ValueError, r"action \('taggers', 'action'\) has shape \(2, 1, 2\), expected \(2, 2, 2\)"),
+        (lambda a: a.float(), TypeError, r"has dtype torch.float32, expected torch.int64"),
+        (lambda a: a.to("meta"), ValueError, r"is on device meta, expected cpu"),
+        (lambda a: a + 21, ValueError, r"values outside its spec: min 21, max 21"),
+        (lambda a: a - 1, ValueError, r"values outside its spec"),
+    ],
+    ids=["shape", "dtype", "device", "too_high", "negative"],
+)
+def test_bad_actions_are_rejected_and_leave_state_untouched(corrupt, error, match):
+    env = TagEnv(num_envs=2, seed=0, **TINY_TAG)
+    env.reset()
+    before = env.state.clone()
+    td = _tag_step_input(env)
+    td.set_("runners", td["runners"].set("action", td["runners", "action"] + 3))  # valid, nonzero
+    bad = corrupt(td["taggers", "action"])
+    td = TensorDict({"taggers": TensorDict({"action": bad}, batch_size=bad.shape[:2]),
+                     "runners": td["runners"]}, batch_size=[2])
+    with pytest.raises(error, match=match):
+        env._step(td)
+    assert (env.state == before).all()  # nothing half-written: runners' valid actions were not copied
+
+
+def test_missing_action_is_named():
+    env = TagEnv(num_envs=2, **TINY_TAG)
+    env.reset()
+    with pytest.raises(KeyError, match="no action \\('runners', 'action'\\)"):
+        env._step(TensorDict({"taggers": {"action": torch.zeros(2, 2, 2, dtype=torch.long)}}, batch_size=[2]))
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(num_envs=0), ValueError, "num_envs must be a positive int"),
+        (dict(num_envs=2.0), ValueError, "num_envs must be a positive int"),
+        (dict(device="cuda:7"), ValueError, "cuda:7"),
+        (dict(device="mps"), ValueError, "unsupported device 'mps'"),
+        (dict(device="banana"), ValueError, "invalid device 'banana'"),
+        (dict(backend="opencl"), ValueError, "unknown backend 'opencl'"),
+        (dict(backend="cuda"), ValueError, "backend 'cuda' needs a CUDA device"),
+        (dict(num_envs=10**6, num_runners=990), MemoryError, r"TagEnv\(num_envs=1000000, 1000 agents per env\) needs about .* GiB"),
+    ],
+)
+def test_bad_constructor_arguments(kwargs, error, match):
+    if "cuda:7" in str(kwargs.get("device")) and torch.cuda.device_count() > 7:
+        pytest.skip("this machine has a cuda:7")
+    with pytest.raises(error, match=match):
+        TagEnv(**kwargs)
+
+
+@pytest.mark.skipif(SIM, reason="the simulator is this backend")
+def test_simulator_backend_needs_the_environment_variable():
+    with pytest.raises(RuntimeError, match="NUMBA_ENABLE_CUDASIM=1"):
+        CartPoleEnv(num_envs=1, backend="cudasim")
+
+
+def test_phase_asking_for_an_unknown_name_is_reported():
+    import numba
+
+    from torchrl_warp import Layout
+    from torchrl.data import Categorical
+
+    @numba.njit
+    def bad_phase(env, agent, observation, not_a_field):
+        observation[env, agent, 0] = not_a_field
+
+    class Broken(WarpEnv):
+        def _layout(self, p):
+            return Layout(None, (1,), Categorical(2), [], (bad_phase,), (bad_phase,))
+
+    with pytest.raises(TypeError, match="asks for 'not_a_field'"):
+        Broken(num_envs=1)
+
+
+def test_unchecked_actions_skip_the_value_check():
+    env = CartPoleEnv(num_envs=2, check_actions=False)
+    env.reset()
+    out = env.step(TensorDict(action=torch.tensor([5, -3]), batch_size=[2]))  # not 1: pushes left
+    assert out["next", "observation"].shape == (2, 4)
+    with pytest.raises(ValueError, match="outside its spec"):
+        CartPoleEnv(num_envs=2).step(TensorDict(action=torch.tensor([5, -3]), batch_size=[2]))
+
+
+# ----- TorchRL integration ---------------------------------------------------------------
+def test_collector_with_transform():
+    env = TransformedEnv(
+        TagEnv(num_envs=4, seed=0, **TINY_TAG),
+        RewardSum(in_keys=[("taggers", "reward"), ("runners", "reward")],
+                  out_keys=[("taggers", "episode_reward"), ("runners", "episode_reward")]),
+    )
+    collector = Collector(env, policy=None, frames_per_batch=40, total_frames=80)
+    batches = list(collector)
+    collector.shutdown()
+    assert len(batches) == 2
+    batch = batches[0]
+    assert batch.batch_size == (4, 10)
+    assert batch["next", "runners", "episode_reward"].shape == (4, 10, 4, 1)
+    # the summed reward is the running sum of the per-step rewards
+    r = batch["next", "taggers", "reward"]
+    torch.testing.assert_close(batch["next", "taggers", "episode_reward"][:, 0], r[:, 0])

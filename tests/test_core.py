@@ -203,6 +203,28 @@ def test_phase_asking_for_an_unknown_name_is_reported():
         Broken(num_envs=1)
 
 
+@pytest.mark.parametrize("reserved", ["lane", "num_envs", "seed", "phase_0"])
+def test_names_that_would_shadow_the_drivers_are_rejected(reserved):
+    from torchrl.data import Categorical
+
+    from torchrl_warp import Layout
+    from torchrl_warp.cuda.cartpole import reset_cartpole
+
+    class Shadowing(WarpEnv):
+        defaults = {reserved: 1.0}
+
+        def _layout(self, p):
+            return Layout(None, (4,), Categorical(2), [], (reset_cartpole,), (reset_cartpole,))
+
+    with pytest.raises(ValueError, match=f"parameter '{reserved}' takes a name the generated kernels use"):
+        Shadowing(num_envs=1)
+
+
+def test_a_parameter_may_not_also_be_a_state_field():
+    with pytest.raises(ValueError, match="'pos' is both a state field and a parameter"):
+        type("PosTag", (TagEnv,), {"defaults": {**TagEnv.defaults, "pos": 1.0}})(num_envs=1)
+
+
 def test_unchecked_actions_skip_the_value_check():
     env = CartPoleEnv(num_envs=2, check_actions=False)
     env.reset()

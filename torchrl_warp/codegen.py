@@ -34,11 +34,16 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 
-__all__ = ["KernelSpec", "phase_parameters", "BUILTIN_ARGUMENTS"]
+__all__ = ["KernelSpec", "phase_parameters", "BUILTIN_ARGUMENTS", "DRIVER_NAMES"]
 
 #: names every phase may ask for besides state fields, parameters and constants
 BUILTIN_ARGUMENTS = ("num_agents", "seed", "step_count", "episode")
 _LEADING = ("env", "agent")
+#: names the generated drivers use themselves: no field, parameter or constant may take them
+DRIVER_NAMES = frozenset(
+    ("env", "agent", "tid", "lane", "live", "num_envs", "num_agents", "threads_per_env",
+     "envs_per_block", "reset_mask", "seed", "cuda", "prange")
+)
 # every kernel takes these: the drivers update the counters and clear the flags
 _FIXED = ("seed", "step_count", "episode", "done", "terminated", "truncated")
 

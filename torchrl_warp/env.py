@@ -23,7 +23,7 @@ from torchrl.envs import EnvBase
 
 from torchrl_warp.backends import make_backend
 from torchrl_warp.checks import check_action, check_memory, check_params, resolve_device
-from torchrl_warp.codegen import BUILTIN_ARGUMENTS, KernelSpec, phase_parameters
+from torchrl_warp.codegen import BUILTIN_ARGUMENTS, DRIVER_NAMES, KernelSpec
 from torchrl_warp.layout import Layout
 from torchrl_warp.specs import build_specs, output_views
 
@@ -76,6 +76,10 @@ class WarpEnv(EnvBase):
         self.num_agents = self.layout.num_agents
 
         fields = self.layout.all_fields()
+        self._kernels = {
+            kind: KernelSpec(kind, tuple(getattr(self.layout, kind))) for kind in ("reset", "step")
+        }
+        self._check_kernel_names([f.name for f in fields])
         needed = sum(f.nbytes(num_envs, self.num_agents) for f in fields)
         check_memory(name, 2 * needed, device, f"num_envs={num_envs}, {self.num_agents} agents per env")
 
@@ -100,9 +104,6 @@ class WarpEnv(EnvBase):
         self._outputs, self._rewards, self._actions = output_views(self.layout, self.state)
         self._action_specs = {k: self.full_action_spec[k] for k in self._actions}
 
-        self._kernels = {
-            kind: KernelSpec(kind, tuple(getattr(self.layout, kind))) for kind in ("reset", "step")
-        }
         self._views = {k: self._backend.view(v) for k, v in self.state.items()}
         self._views["reset_mask"] = self._backend.view(self._reset_mask)
         self._views.update(
@@ -121,6 +122,28 @@ class WarpEnv(EnvBase):
         raise NotImplementedError
 
     # ----- kernels -----------------------------------------------------------------------
+    def _check_kernel_names(self, field_names: list[str]) -> None:
+        """Every name a phase asks for resolves to exactly one thing; none shadows a driver's."""
+        env = type(self).__name__
+        sources = {"state field": field_names, "parameter": list(vars(self.params)),
+                   "constant": list(self.layout.constants)}
+        seen: dict[str, str] = {}
+        for kind, names in sources.items():
+            for name in names:
+                if name in DRIVER_NAMES or name.startswith("phase_"):
+                    raise ValueError(f"{env}: {kind} {name!r} takes a name the generated kernels use "
+                                     f"({', '.join(sorted(DRIVER_NAMES))}, phase_*): rename it")
+                if name in seen:
+                    raise ValueError(f"{env}: {name!r} is both a {seen[name]} and a {kind}: rename one")
+                seen[name] = kind
+        for spec in self._kernels.values():
+            for name in spec.arguments:
+                if name not in seen and name not in ("seed", "reset_mask"):
+                    raise TypeError(
+                        f"{env}: a {spec.kind} phase asks for {name!r}, which is no state field, "
+                        f"parameter, constant or builtin ({', '.join(BUILTIN_ARGUMENTS)})"
+                    )
+
     def _kernel_args(self, spec: KernelSpec) -> tuple:
         scalars = {"seed": np.uint64(self._seed)}
         args = []
@@ -131,13 +154,8 @@ class WarpEnv(EnvBase):
                 args.append(scalars[name])
             elif name in self._constants:
                 args.append(self._constants[name])
-            elif hasattr(self.params, name):
-                args.append(getattr(self.params, name))
             else:
-                raise TypeError(
-                    f"{type(self).__name__}: a {spec.kind} phase asks for {name!r}, which is "
-                    f"no state field, parameter, constant or builtin ({', '.join(BUILTIN_ARGUMENTS)})"
-                )
+                args.append(getattr(self.params, name))
         return tuple(args)
 
     def _launch(self, kind: str) -> None:

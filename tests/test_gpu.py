@@ -1,0 +1,125 @@
+"""GPU tests (marked ``gpu``; skipped without a CUDA device): the CUDA backend itself."""
+import pytest
+import torch
+from tensordict import TensorDict
+from torchrl.collectors import Collector
+from torchrl.envs.utils import check_env_specs
+
+from torchrl_warp.envs import CartPoleEnv, TagEnv
+
+pytestmark = pytest.mark.gpu
+
+STEPS = 100
+
+
+def pre_drawn_policy(env, steps, seed=0, device="cpu"):
+    """Random actions drawn once on the CPU, replayed identically on any backend."""
+    g = torch.Generator().manual_seed(seed)
+    spec = env.full_action_spec
+    draws = []
+    for _ in range(steps):
+        td = TensorDict(batch_size=env.batch_size)
+        for key in env.action_keys:
+            s = spec[key]
+            high = s.nvec.cpu() if hasattr(s, "nvec") else torch.full(s.shape, s.space.n)
+            td.set(key, (torch.rand(s.shape, generator=g) * high).long())
+        draws.append(td.to(device))
+    it = iter(draws)
+
+    def policy(tensordict):
+        return tensordict.update(next(it))
+
+    return policy
+
+
+def strict(fn):
+    """Run ``fn`` with torch raising on any host-device synchronization."""
+    def wrapped(*args, **kwargs):
+        previous = torch.cuda.get_sync_debug_mode()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            torch.cuda.set_sync_debug_mode(previous)
+
+    return wrapped
+
+
+ENVS = {
+    "tag": lambda **kw: TagEnv(num_envs=32, **kw),
+    "cartpole": lambda **kw: CartPoleEnv(num_envs=512, **kw),
+}
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_specs_on_cuda(name):
+    env = ENVS[name](device="cuda")
+    assert env.backend == "cuda" and env.state.device.type == "cuda"
+    check_env_specs(env)
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_rollout_without_host_sync(name):
+    """200 steps of env.rollout (auto-resets included) with torch raising on any sync."""
+    env = ENVS[name](device="cuda", check_actions=False)
+    env.rollout(3, break_when_any_done=False)  # compile outside the strict region
+    torch.cuda.synchronize()
+    td = strict(env.rollout)(200, break_when_any_done=False)
+    assert td.batch_size == (env.num_envs, 200)
+    assert td["next", "done"].any()  # resets happened inside the strict region
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_collector_without_host_sync_in_the_env(name):
+    """200 steps of a Collector; the env's own step, reset and auto-reset run strict."""
+    env = ENVS[name](device="cuda", check_actions=False)
+    env._step = strict(env._step)
+    env._reset = strict(env._reset)
+    env.maybe_reset = strict(env.maybe_reset)
+    frames = env.num_envs * 100
+    collector = Collector(env, policy=None, frames_per_batch=frames, total_frames=2 * frames,
+                          device="cuda", no_cuda_sync=True)
+    batches = [b for b in collector]
+    collector.shutdown()
+    assert len(batches) == 2 and batches[0].batch_size == (env.num_envs, 100)
+    assert torch.cat([b["next", "done"] for b in batches]).any()
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_cpu_and_cuda_trajectories_agree(name):
+    """Same seed, same actions: the CUDA and CPU backends agree for 100+ steps."""
+    gpu, cpu = ENVS[name](device="cuda", seed=11), ENVS[name](device="cpu", seed=11)
+    a = gpu.rollout(STEPS, policy=pre_drawn_policy(gpu, STEPS, device="cuda"), break_when_any_done=False).cpu()
+    b = cpu.rollout(STEPS, policy=pre_drawn_policy(cpu, STEPS), break_when_any_done=False)
+    assert b["next", "done"].any()  # the comparison spans resets
+    for key in b.keys(True, True):
+        x, y = a[key], b[key]
+        if x.dtype.is_floating_point:
+            torch.testing.assert_close(x, y, atol=1e-5, rtol=1e-5, msg=lambda m: f"{key}: {m}")
+        else:
+            assert torch.equal(x, y), key
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_same_seed_is_bit_identical_on_cuda(name):
+    runs = [ENVS[name](device="cuda", seed=3).rollout(50, policy=pre_drawn_policy(ENVS[name](), 50, device="cuda"),
+                                                      break_when_any_done=False) for _ in range(2)]
+    assert (runs[0] == runs[1]).all()
+
+
+def test_tag_with_1000_agents_per_env():
+    """10 taggers + 990 runners: more agents than threads per block; matches the CPU."""
+    kw = dict(num_envs=16, num_taggers=10, num_runners=990, seed=5)
+    gpu, cpu = TagEnv(device="cuda", **kw), TagEnv(device="cpu", **kw)
+    a = gpu.rollout(5, policy=pre_drawn_policy(gpu, 5, device="cuda"), break_when_any_done=False).cpu()
+    b = cpu.rollout(5, policy=pre_drawn_policy(cpu, 5), break_when_any_done=False)
+    for key in b.keys(True, True):
+        if b[key].dtype.is_floating_point:
+            torch.testing.assert_close(a[key], b[key], atol=1e-5, rtol=1e-5)
+        else:
+            assert torch.equal(a[key], b[key]), key
+    assert b["next", "taggers", "reward"].sum() > 0  # tags happened
+    big = TagEnv(device="cuda", num_envs=2000, num_taggers=10, num_runners=990, check_actions=False)
+    td = big.rollout(10, break_when_any_done=False)
+    assert td["next", "runners", "observation"].shape == (2000, 10, 990, 77)
+    assert torch.isfinite(td["next", "runners", "observation"]).all()

@@ -1,0 +1,136 @@
+"""Benchmark: environment steps per second through TorchRL's public API.
+
+Steps an environment with random actions (a pool of pre-drawn action TensorDicts
+on the env's device, so that the sampler is not what is measured) through
+``env.step``, ``env.step_and_maybe_reset`` (the step rollouts and collectors use)
+and a TorchRL ``Collector``, for a grid of ``num_envs`` and agent counts. One
+env-step is every agent of one env stepped once.
+
+Examples:
+    $ python -m torchrl_warp.bench                      # a quick Tag run on the CPU
+    $ python -m torchrl_warp.bench --device cuda --env tag --num-envs 1000 10000 \\
+          --agents 10+100 --k 2 10 --json bench.json
+    $ python -m torchrl_warp.bench --device cuda --env cartpole --num-envs 1000 1000000
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+from tensordict import TensorDict
+
+from torchrl_warp.envs import CartPoleEnv, TagEnv
+
+__all__ = ["make_env", "measure", "main"]
+
+MODES = ("step", "step_and_maybe_reset", "collector")
+
+
+def make_env(name: str, num_envs: int, device: str, agents: str | None = None, k: int | None = None, **kw):
+    """A benchmark env: ``agents`` is ``"taggers+runners"`` for Tag."""
+    if name == "cartpole":
+        return CartPoleEnv(num_envs=num_envs, device=device, check_actions=False, **kw)
+    taggers, runners = (int(x) for x in (agents or "10+100").split("+"))
+    return TagEnv(num_envs=num_envs, device=device, check_actions=False, num_taggers=taggers,
+                  num_runners=runners, num_other_agents_observed=k or 10, **kw)
+
+
+def _action_pool(env, size: int = 8) -> list[TensorDict]:
+    return [env.full_action_spec.rand() for _ in range(size)]
+
+
+def _sync(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _time(fn, steps: int, device, repeats: int) -> float:
+    """Median seconds per call of ``fn`` over ``repeats`` runs of ``steps`` calls."""
+    times = []
+    for _ in range(repeats):
+        _sync(device)
+        start = time.perf_counter()
+        for i in range(steps):
+            fn(i)
+        _sync(device)
+        times.append((time.perf_counter() - start) / steps)
+    return statistics.median(times)
+
+
+def measure(env, mode: str, steps: int = 100, repeats: int = 3, warmup: int = 5) -> float:
+    """Seconds per step of ``env`` through ``mode`` (one of :data:`MODES`)."""
+    pool = _action_pool(env)
+    td = env.reset()
+    if mode == "step":
+        def one(i):
+            env.step(td.update(pool[i % len(pool)]))
+    elif mode == "step_and_maybe_reset":
+        state = {"td": td}
+
+        def one(i):
+            _, state["td"] = env.step_and_maybe_reset(state["td"].update(pool[i % len(pool)]))
+    elif mode == "collector":
+        from torchrl.collectors import Collector
+
+        def policy(tensordict):
+            return tensordict.update(pool[0])
+
+        collector = Collector(env, policy=policy, frames_per_batch=env.num_envs * steps,
+                              total_frames=-1, device=env.device, no_cuda_sync=True)
+        it = iter(collector)
+        next(it)  # warm-up batch
+        seconds = _time(lambda i: next(it), 1, env.device, repeats) / steps
+        collector.shutdown()
+        return seconds
+    else:
+        raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
+    for i in range(warmup):
+        one(i)
+    return _time(one, steps, env.device, repeats)
+
+
+def main(argv=None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", choices=("tag", "cartpole"), default="tag")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--num-envs", type=int, nargs="+", default=[64])
+    parser.add_argument("--agents", nargs="+", default=["10+100"], help="Tag: taggers+runners")
+    parser.add_argument("--k", type=int, nargs="+", default=[10], help="Tag: agents observed")
+    parser.add_argument("--mode", choices=MODES, nargs="+", default=["step", "step_and_maybe_reset"])
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args(argv)
+
+    results = []
+    agent_grid = args.agents if args.env == "tag" else ["1"]
+    k_grid = args.k if args.env == "tag" else [None]
+    print(f"{'env':9} {'device':7} {'agents':>9} {'k':>3} {'num_envs':>9} {'mode':22} "
+          f"{'env-steps/s':>13} {'agent-steps/s':>14} {'ms/step':>9}")
+    for agents in agent_grid:
+        for k in k_grid:
+            for n in args.num_envs:
+                env = make_env(args.env, n, args.device, agents, k)
+                for mode in args.mode:
+                    sec = measure(env, mode, steps=args.steps, repeats=args.repeats)
+                    row = dict(env=args.env, device=str(env.device), backend=env.backend, agents=env.num_agents,
+                               k=k, num_envs=n, mode=mode, seconds_per_step=sec,
+                               env_steps_per_s=n / sec, agent_steps_per_s=n * env.num_agents / sec)
+                    results.append(row)
+                    print(f"{args.env:9} {row['device']:7} {agents:>9} {str(k or '-'):>3} {n:>9} {mode:22} "
+                          f"{row['env_steps_per_s']:>13,.0f} {row['agent_steps_per_s']:>14,.0f} {1e3 * sec:>9.3f}",
+                          flush=True)
+                del env
+    if args.json:
+        meta = dict(torch=torch.__version__, date=time.strftime("%Y-%m-%d"),
+                    gpu=torch.cuda.get_device_name() if torch.cuda.is_available() else None)
+        with open(args.json, "w") as f:
+            json.dump(dict(meta=meta, results=results), f, indent=1)
+    return results
+
+
+if __name__ == "__main__":
+    main()

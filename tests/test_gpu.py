@@ -45,8 +45,8 @@ def strict(fn):
     return wrapped
 
 
-ENVS = {
-    "tag": lambda **kw: TagEnv(num_envs=32, **kw),
+ENVS = {  # short Tag episodes, so that 100-200 steps include resets
+    "tag": lambda **kw: TagEnv(num_envs=32, episode_length=40, **kw),
     "cartpole": lambda **kw: CartPoleEnv(num_envs=512, **kw),
 }
 
@@ -60,11 +60,16 @@ def test_specs_on_cuda(name):
 
 @pytest.mark.parametrize("name", ENVS)
 def test_rollout_without_host_sync(name):
-    """200 steps of env.rollout (auto-resets included) with torch raising on any sync."""
+    """200 steps of env.rollout (auto-resets included) with torch raising on any sync.
+
+    The first reset runs outside: TorchRL's ``reset()`` checks the done flags on the
+    host once. Every step, and every auto-reset after it, runs strict.
+    """
     env = ENVS[name](device="cuda", check_actions=False)
     env.rollout(3, break_when_any_done=False)  # compile outside the strict region
+    start = env.reset()
     torch.cuda.synchronize()
-    td = strict(env.rollout)(200, break_when_any_done=False)
+    td = strict(env.rollout)(200, auto_reset=False, tensordict=start, break_when_any_done=False)
     assert td.batch_size == (env.num_envs, 200)
     assert td["next", "done"].any()  # resets happened inside the strict region
 

@@ -102,6 +102,7 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--mode", choices=MODES, nargs="+", default=["step", "step_and_maybe_reset"])
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-cuda-graphs", action="store_true", help="launch kernels from Python every step")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
 
@@ -113,10 +114,11 @@ def main(argv=None) -> list[dict]:
     for agents in agent_grid:
         for k in k_grid:
             for n in args.num_envs:
-                env = make_env(args.env, n, args.device, agents, k)
+                env = make_env(args.env, n, args.device, agents, k, cuda_graphs=not args.no_cuda_graphs)
                 for mode in args.mode:
                     sec = measure(env, mode, steps=args.steps, repeats=args.repeats)
                     row = dict(env=args.env, device=str(env.device), backend=env.backend, agents=env.num_agents,
+                               cuda_graphs=not args.no_cuda_graphs,
                                k=k, num_envs=n, mode=mode, seconds_per_step=sec,
                                env_steps_per_s=n / sec, agent_steps_per_s=n * env.num_agents / sec)
                     results.append(row)

@@ -43,6 +43,8 @@ class WarpEnv(EnvBase):
         check_actions: check that action values lie in their spec. Shape, dtype and
             device are always checked (metadata only); the value check syncs with
             the device, so switch it off for full speed (kernels clamp indices anyway).
+        cuda_graphs: on the CUDA backend, replay each kernel launch from a captured
+            CUDA graph instead of launching it from Python (same kernel, less overhead).
         seed: the RNG seed; ``None`` draws one from torch's global generator.
         **params: the environment's parameters (see its ``defaults``); unknown
             names and wrong types raise ``TypeError``, invalid values ``ValueError``.
@@ -60,6 +62,7 @@ class WarpEnv(EnvBase):
         *,
         backend: str | None = None,
         check_actions: bool = True,
+        cuda_graphs: bool = True,
         seed: int | None = None,
         **params,
     ):
@@ -83,7 +86,7 @@ class WarpEnv(EnvBase):
         needed = sum(f.nbytes(num_envs, self.num_agents) for f in fields)
         check_memory(name, 2 * needed, device, f"num_envs={num_envs}, {self.num_agents} agents per env")
 
-        self._backend = make_backend(backend, device)
+        self._backend = make_backend(backend, device, cuda_graphs)
         self.backend = self._backend.name
         self.state = TensorDict(
             {f.name: torch.zeros(f.full_shape(num_envs, self.num_agents), dtype=f.dtype, device=device) for f in fields},
@@ -159,13 +162,14 @@ class WarpEnv(EnvBase):
         return tuple(args)
 
     def _launch(self, kind: str) -> None:
-        self._backend.launch(self._compiled[kind], self.num_envs, self.num_agents, self._args[kind])
+        self._backend.launch(self._compiled[kind], self.num_envs, self.num_agents, self._args[kind], key=kind)
 
     def _set_seed(self, seed: int | None) -> None:
         if seed is None:
             seed = int(torch.randint(0, 2**62, (1,)).item())
         self._seed = int(seed) & _SEED_MASK
         self.state["episode"].zero_()
+        self._backend.forget_graphs()  # captured launches hold the old seed
         self._args = {kind: self._kernel_args(spec) for kind, spec in self._kernels.items()}
 
     # ----- TorchRL interface ---------------------------------------------------------------

@@ -1,0 +1,265 @@
+"""Train PPO, MAPPO or IPPO on a torchrl-warp environment: the whole loop in one file.
+
+    python -m torchrl_warp.recipes.train                          # CartPole + PPO (CPU or GPU)
+    python -m torchrl_warp.recipes.train env=tag algo=mappo       # Tag: taggers vs runners
+    python -m torchrl_warp.recipes.train env=tag algo=ippo device=cuda env.num_envs=1024
+
+Everything is TorchRL: a ``Collector`` with env and policy on one device, ``MultiAgentMLP``
+actors and critics (one set per agent group), ``ProbabilisticActor``, ``ClipPPOLoss`` /
+``MAPPOLoss`` / ``IPPOLoss`` with (multi-agent) GAE, a replay buffer on the device, a
+TorchRL logger. Written to Hydra's run directory: ``train/scalars/*.csv`` (or TensorBoard
+events), ``checkpoint.pt`` (models and optimizer; ``resume=<path>`` continues from it),
+``learning_curve.png`` and ``summary.json``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+_LAUNCHED = time.perf_counter()  # wall time is reported from here, compilation included
+
+import hydra  # noqa: E402
+import torch  # noqa: E402
+from hydra.core.hydra_config import HydraConfig  # noqa: E402
+from omegaconf import DictConfig, OmegaConf  # noqa: E402
+from tensordict.nn import TensorDictModule, TensorDictSequential  # noqa: E402
+from torchrl.collectors import Collector  # noqa: E402
+from torchrl.data import LazyTensorStorage, ReplayBuffer  # noqa: E402
+from torchrl.data.replay_buffers.samplers import SamplerWithoutReplacement  # noqa: E402
+from torchrl.envs.utils import ExplorationType, set_exploration_type  # noqa: E402
+from torchrl.modules import MLP, MultiAgentMLP, ProbabilisticActor  # noqa: E402
+from torchrl.objectives import ClipPPOLoss  # noqa: E402
+from torchrl.objectives.multiagent import IPPOLoss, MAPPOLoss  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
+from torchrl_warp.distributions import MultiCategoricalLogits  # noqa: E402
+from torchrl_warp.envs import CartPoleEnv, TagEnv  # noqa: E402
+from torchrl_warp.recipes.config import register  # noqa: E402
+from torchrl_warp.recipes.metrics import EpisodeTracker, make_logger, plot_learning_curve  # noqa: E402
+
+register()
+ENVS = {"tag": TagEnv, "cartpole": CartPoleEnv}
+LOSSES = {"ppo": ClipPPOLoss, "mappo": MAPPOLoss, "ippo": IPPOLoss}
+
+
+def key(group, name):
+    """TensorDict key of ``name`` for an agent group (``None``: a single-agent env's root)."""
+    return name if group is None else (group, name)
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def make_env(cfg: DictConfig, device, num_envs: int, seed: int):
+    if cfg.env.name not in ENVS:
+        raise ValueError(f"unknown env {cfg.env.name!r}; expected one of {sorted(ENVS)}")
+    params = OmegaConf.to_container(cfg.env.params)
+    return ENVS[cfg.env.name](num_envs=num_envs, device=device, seed=seed, check_actions=False, **params)
+
+
+class GroupAgent(torch.nn.Module):
+    """The actor, critic and loss of one agent group (or of the single agent)."""
+
+    def __init__(self, env, group, algo: DictConfig, device):
+        super().__init__()
+        obs_dim = env.layout.observation_shape[-1]
+        spec = env.full_action_spec[key(group, "action")]
+        hidden = list(algo.hidden)
+        if group is None:  # one agent per env: plain MLPs and a categorical policy
+            actor_net = MLP(in_features=obs_dim, out_features=spec.space.n, num_cells=hidden,
+                            activation_class=torch.nn.Tanh, device=device)
+            critic_net = MLP(in_features=obs_dim, out_features=1, num_cells=hidden,
+                             activation_class=torch.nn.Tanh, device=device)
+            dist, dist_kwargs = torch.distributions.Categorical, {}
+        else:  # a group of agents sharing a policy; MAPPO's critic sees the whole group
+            n = env.layout.groups[group]
+            nvec = spec.nvec.reshape(-1, spec.shape[-1])[0].tolist()
+            mlp = dict(n_agents=n, share_params=True, depth=len(hidden), num_cells=hidden,
+                       activation_class=torch.nn.Tanh, device=device)
+            actor_net = MultiAgentMLP(obs_dim, sum(nvec), centralized=False, **mlp)
+            critic_net = MultiAgentMLP(obs_dim, 1, centralized=algo.name == "mappo", **mlp)
+            dist, dist_kwargs = MultiCategoricalLogits, {"nvec": nvec}
+        self.actor = ProbabilisticActor(
+            TensorDictModule(actor_net, in_keys=[key(group, "observation")], out_keys=[key(group, "logits")]),
+            in_keys={"logits": key(group, "logits")},
+            out_keys=[key(group, "action")],
+            distribution_class=dist,
+            distribution_kwargs=dist_kwargs,
+            return_log_prob=True,
+        )
+        self.critic = TensorDictModule(critic_net, in_keys=[key(group, "observation")],
+                                       out_keys=[key(group, "state_value")])
+        self.loss = LOSSES[algo.name](
+            self.actor, self.critic, clip_epsilon=algo.clip_epsilon, entropy_coeff=algo.entropy_coeff,
+            critic_coeff=algo.critic_coeff, normalize_advantage=True,
+        )
+        if group is not None:
+            self.loss.set_keys(
+                reward=key(group, "reward"), action=key(group, "action"),
+                sample_log_prob=key(group, "action_log_prob"), value=key(group, "state_value"),
+                advantage=key(group, "advantage"), value_target=key(group, "value_target"),
+                done=key(group, "done"), terminated=key(group, "terminated"),
+            )
+        self.loss.make_value_estimator(self.loss.default_value_estimator, gamma=algo.gamma, lmbda=algo.lmbda)
+
+    def advantage(self, batch):
+        self.loss.value_estimator(batch, params=self.loss.critic_network_params,
+                                  target_params=self.loss.target_critic_network_params)
+
+    def loss_value(self, minibatch) -> tuple[torch.Tensor, dict]:
+        out = self.loss(minibatch)
+        total = out["loss_objective"] + out["loss_critic"] + out.get("loss_entropy", 0.0)
+        return total, {k: v.detach() for k, v in out.items() if k.startswith("loss_")}
+
+
+@torch.no_grad()
+def evaluate(cfg, agents, device) -> dict:
+    """Evaluation on fresh envs: mean return of one episode per env, and for Tag tags per episode.
+
+    CartPole's policy acts greedily; Tag's policies sample (a greedy Tag policy is a
+    different, worse strategy than the one trained).
+    """
+    env = make_env(cfg, device, cfg.eval_envs, seed=cfg.seed + 10_000)
+    groups = list(agents)
+    steps = env.params.max_steps if cfg.env.name == "cartpole" else env.params.episode_length
+    trained = TensorDictSequential(*[agents[g].actor for g in groups])
+    mode = ExplorationType.DETERMINISTIC if cfg.env.name == "cartpole" else ExplorationType.RANDOM
+    with set_exploration_type(mode):
+        td = env.rollout(steps, trained, break_when_any_done=False)
+    result = {}
+    for g in groups:
+        reward = td["next", key(g, "reward")]
+        done = td["next", "done"]  # one episode per env: count rewards up to the first done
+        first = (done.squeeze(-1).cumsum(1) - done.squeeze(-1).long()) == 0
+        mask = first.reshape(first.shape + (1,) * (reward.dim() - 2))
+        result[f"eval_return/{g or 'agent'}"] = ((reward * mask).sum(1).mean()).item()
+    if cfg.env.name == "tag":
+        result["eval_tags_per_episode"] = tags_per_episode(env, td)
+        # the baseline: uniform-random taggers against the same trained runners
+        env.set_seed(cfg.seed + 10_000)
+
+        def random_taggers(tensordict):
+            return tensordict.set(("taggers", "action"), env.full_action_spec["taggers", "action"].rand())
+
+        with set_exploration_type(mode):
+            baseline = env.rollout(steps, TensorDictSequential(agents["runners"].actor, random_taggers),
+                                   break_when_any_done=False)
+        result["eval_tags_per_episode_random_taggers"] = tags_per_episode(env, baseline)
+        result["eval_tag_ratio"] = result["eval_tags_per_episode"] / max(result["eval_tags_per_episode_random_taggers"], 1e-9)
+    return result
+
+
+def tags_per_episode(env, td) -> float:
+    """Runners tagged per env over one episode length of steps (a tag gives the runner the tag penalty)."""
+    tagged = td["next", "runners", "reward"] <= env.params.tag_penalty_for_runner / 2
+    return tagged.sum().item() / env.num_envs
+
+
+def train(cfg: DictConfig, out_dir: str) -> dict:
+    device = pick_device(cfg.device)
+    torch.manual_seed(cfg.seed)
+    env = make_env(cfg, device, cfg.env.num_envs, cfg.seed)
+    groups = list(env.layout.groups) if env.layout.groups else [None]
+    if (groups == [None]) != (cfg.algo.name == "ppo"):
+        raise ValueError(f"algo={cfg.algo.name} does not fit env={cfg.env.name}: use ppo for single-agent "
+                         f"envs, mappo or ippo for multi-agent ones")
+    agents = torch.nn.ModuleDict({g or "agent": GroupAgent(env, g, cfg.algo, device) for g in groups})
+    agents_by_group = {g: agents[g or "agent"] for g in groups}
+    optimizer = torch.optim.Adam(agents.parameters(), lr=cfg.algo.lr)
+    frames_done, iteration = 0, 0
+    if cfg.resume:
+        ckpt = torch.load(cfg.resume, map_location=device, weights_only=False)
+        agents.load_state_dict(ckpt["agents"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        frames_done, iteration = ckpt["frames"], ckpt["iteration"]
+
+    frames_per_batch = cfg.env.num_envs * cfg.env.steps_per_batch
+    policy = TensorDictSequential(*[agents_by_group[g].actor for g in groups])
+    collector = Collector(env, policy, frames_per_batch=frames_per_batch,
+                          total_frames=max(cfg.env.total_frames - frames_done, frames_per_batch),
+                          device=device, storing_device=device, no_cuda_sync=True)
+    buffer = ReplayBuffer(storage=LazyTensorStorage(frames_per_batch // cfg.env.num_envs * cfg.env.num_envs, device=device),
+                          sampler=SamplerWithoutReplacement(), batch_size=cfg.algo.minibatch_size)
+    tracker = EpisodeTracker(groups, cfg.env.num_envs, device)
+    logger = make_logger(cfg.logger, out_dir)
+    history = []
+    agent_steps_per_frame = env.num_agents
+    train_start = time.perf_counter()
+    pbar = tqdm(total=cfg.env.total_frames, initial=frames_done, unit="frames")
+    for batch in collector:
+        iteration += 1
+        frames_done += batch.numel()
+        tracker.update(batch)
+        with torch.no_grad():
+            for g in groups:
+                agents_by_group[g].advantage(batch)
+        buffer.empty()
+        buffer.extend(batch.reshape(-1))
+        losses = {}
+        for _ in range(cfg.algo.epochs):
+            for _ in range(max(1, len(buffer) // cfg.algo.minibatch_size)):
+                minibatch = buffer.sample()
+                total = 0.0
+                for g in groups:
+                    loss, parts = agents_by_group[g].loss_value(minibatch)
+                    total = total + loss
+                    losses.update({f"{k}/{g or 'agent'}": v for k, v in parts.items()})
+                optimizer.zero_grad(set_to_none=True)
+                total.backward()
+                torch.nn.utils.clip_grad_norm_(agents.parameters(), cfg.algo.max_grad_norm)
+                optimizer.step()
+        collector.update_policy_weights_()
+
+        row = {"frames": frames_done, "iteration": iteration, **tracker.summary(),
+               **{k: v.item() for k, v in losses.items()},
+               "agent_steps_per_s": (frames_done * agent_steps_per_frame) / (time.perf_counter() - train_start)}
+        if cfg.env.name == "tag":
+            row["tags_per_env_step"] = (batch["next", "runners", "reward"] <= env.params.tag_penalty_for_runner / 2
+                                        ).sum().item() / batch.numel()
+        history.append(row)
+        for name, value in row.items():
+            if logger is not None and name != "frames":
+                logger.log_scalar(name, value, step=frames_done)
+        pbar.update(batch.numel())
+        pbar.set_postfix({k: f"{v:.3g}" for k, v in row.items() if k.startswith("return/")})
+        if iteration % cfg.checkpoint_every == 0:
+            save_checkpoint(out_dir, agents, optimizer, frames_done, iteration, cfg)
+        if cfg.time_limit_s and time.perf_counter() - train_start > cfg.time_limit_s:
+            break
+    pbar.close()
+    collector.shutdown()
+    train_seconds = time.perf_counter() - train_start
+    save_checkpoint(out_dir, agents, optimizer, frames_done, iteration, cfg)
+    summary = {
+        "env": cfg.env.name, "algo": cfg.algo.name, "device": str(device), "frames": frames_done,
+        "agent_steps": frames_done * agent_steps_per_frame, "train_seconds": train_seconds,
+        "wall_seconds_since_launch": time.perf_counter() - _LAUNCHED,
+        "agent_steps_per_s": frames_done * agent_steps_per_frame / train_seconds,
+        "final": history[-1] if history else {},
+        **evaluate(cfg, agents_by_group, device),
+    }
+    summary["wall_seconds_since_launch"] = time.perf_counter() - _LAUNCHED
+    plot_learning_curve(history, os.path.join(out_dir, "learning_curve.png"), title=f"{cfg.env.name} / {cfg.algo.name}")
+    with open(os.path.join(out_dir, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    print(json.dumps({k: v for k, v in summary.items() if k != "final"}, indent=1))
+    return summary
+
+
+def save_checkpoint(out_dir, agents, optimizer, frames, iteration, cfg):
+    torch.save({"agents": agents.state_dict(), "optimizer": optimizer.state_dict(), "frames": frames,
+                "iteration": iteration, "config": OmegaConf.to_container(cfg)},
+               os.path.join(out_dir, "checkpoint.pt"))
+
+
+@hydra.main(config_path="conf", config_name="config", version_base=None)
+def main(cfg: DictConfig) -> None:
+    train(cfg, HydraConfig.get().runtime.output_dir)
+
+
+if __name__ == "__main__":
+    main()

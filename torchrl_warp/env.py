@@ -185,22 +185,25 @@ class WarpEnv(EnvBase):
         return self._output(with_reward=True)
 
     def _output(self, with_reward: bool) -> TensorDictBase:
-        """A fresh TensorDict of outputs (clones: rollouts keep references to them)."""
+        """A fresh TensorDict of outputs (clones: rollouts keep references to them).
+
+        Built with ``TensorDict._new_unsafe``: the shapes, dtypes and device are the
+        specs' by construction (``output_views``), and skipping per-key validation
+        makes this ~6x cheaper, which matters at small batch sizes.
+        """
         sources = (self._outputs, self._rewards) if with_reward else (self._outputs,)
-        groups = {
-            g: TensorDict(batch_size=[self.num_envs, n], device=self.device)
-            for g, n in (self.layout.groups or {}).items()
-        }
-        td = TensorDict(batch_size=self.batch_size, device=self.device)
+        root, groups = {}, {g: {} for g in (self.layout.groups or ())}
         for source in sources:
             for key, view in source.items():
                 if isinstance(key, tuple):
-                    groups[key[0]].set(key[1], view.clone())
+                    groups[key[0]][key[1]] = view.clone()
                 else:
-                    td.set(key, view.clone())
-        for group, sub in groups.items():
-            td.set(group, sub)
-        return td
+                    root[key] = view.clone()
+        for group, entries in groups.items():
+            root[group] = TensorDict._new_unsafe(
+                entries, batch_size=(self.num_envs, self.layout.groups[group]), device=self.device
+            )
+        return TensorDict._new_unsafe(root, batch_size=self.batch_size, device=self.device)
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         mask = self._reset_request(tensordict)

@@ -162,6 +162,7 @@ def tags_per_episode(env, td) -> float:
 def train(cfg: DictConfig, out_dir: str) -> dict:
     device = pick_device(cfg.device)
     torch.manual_seed(cfg.seed)
+    torch.set_float32_matmul_precision("high")  # TF32 matmuls on GPUs that have them
     env = make_env(cfg, device, cfg.env.num_envs, cfg.seed)
     groups = list(env.layout.groups) if env.layout.groups else [None]
     if (groups == [None]) != (cfg.algo.name == "ppo"):

@@ -128,3 +128,18 @@ def test_tag_with_1000_agents_per_env():
     td = big.rollout(10, break_when_any_done=False)
     assert td["next", "runners", "observation"].shape == (2000, 10, 990, 77)
     assert torch.isfinite(td["next", "runners", "observation"]).all()
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_set_seed_after_graph_capture_replays_the_new_seed(name):
+    """Kernel launches are captured in CUDA graphs; reseeding must not replay the old seed."""
+    fresh = ENVS[name](device="cuda", seed=21)
+    expected = fresh.rollout(20, policy=pre_drawn_policy(fresh, 20, device="cuda"), break_when_any_done=False)
+    env = ENVS[name](device="cuda", seed=5)
+    env.rollout(20, break_when_any_done=False)  # launches captured with seed 5
+    env.set_seed(21)
+    again = env.rollout(20, policy=pre_drawn_policy(env, 20, device="cuda"), break_when_any_done=False)
+    assert (again == expected).all()
+    eager = ENVS[name](device="cuda", seed=21, cuda_graphs=False)
+    assert (eager.rollout(20, policy=pre_drawn_policy(eager, 20, device="cuda"), break_when_any_done=False)
+            == expected).all()

@@ -183,7 +183,7 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     collector = Collector(env, policy, frames_per_batch=frames_per_batch,
                           total_frames=max(cfg.env.total_frames - frames_done, frames_per_batch),
                           device=device, storing_device=device, no_cuda_sync=True)
-    buffer = ReplayBuffer(storage=LazyTensorStorage(frames_per_batch // cfg.env.num_envs * cfg.env.num_envs, device=device),
+    buffer = ReplayBuffer(storage=LazyTensorStorage(frames_per_batch, device=device),
                           sampler=SamplerWithoutReplacement(), batch_size=cfg.algo.minibatch_size)
     tracker = EpisodeTracker(groups, cfg.env.num_envs, device)
     logger = make_logger(cfg.logger, out_dir)

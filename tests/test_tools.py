@@ -1,0 +1,55 @@
+"""The benchmark CLI, the action distribution and the recipe's episode tracker."""
+import json
+import math
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from conftest import SIM
+from torchrl_warp.distributions import MultiCategoricalLogits
+
+pytestmark = pytest.mark.skipif(SIM, reason="CPU-backend tools")
+
+
+def test_bench_cli_measures_every_mode(tmp_path):
+    from torchrl_warp.bench import main
+
+    out = tmp_path / "bench.json"
+    rows = main(["--env", "tag", "--num-envs", "3", "--agents", "2+3", "--k", "2", "--steps", "3",
+                 "--repeats", "1", "--mode", "step", "step_and_maybe_reset", "collector", "--json", str(out)])
+    assert [r["mode"] for r in rows] == ["step", "step_and_maybe_reset", "collector"]
+    for r in rows:
+        assert r["env_steps_per_s"] > 0 and r["agent_steps_per_s"] == pytest.approx(5 * r["env_steps_per_s"])
+    saved = json.loads(out.read_text())
+    assert saved["results"] == rows and saved["meta"]["torch"] == torch.__version__
+
+
+def test_multicategorical_logits_matches_independent_categoricals():
+    logits = torch.randn(4, 3, 5 + 2)
+    dist = MultiCategoricalLogits(logits, nvec=(5, 2))
+    a = dist.sample((6,))
+    assert a.shape == (6, 4, 3, 2) and a[..., 0].max() < 5 and a[..., 1].max() < 2
+    first = torch.distributions.Categorical(logits=logits[..., :5])
+    second = torch.distributions.Categorical(logits=logits[..., 5:])
+    torch.testing.assert_close(dist.log_prob(a), first.log_prob(a[..., 0]) + second.log_prob(a[..., 1]))
+    torch.testing.assert_close(dist.entropy(), first.entropy() + second.entropy())
+    assert torch.equal(dist.mode, torch.stack([logits[..., :5].argmax(-1), logits[..., 5:].argmax(-1)], -1))
+    with pytest.raises(ValueError, match="expected sum\\(nvec\\)=7"):
+        MultiCategoricalLogits(torch.zeros(2, 6), nvec=(5, 2))
+
+
+def test_episode_tracker_sums_rewards_across_batches():
+    from torchrl_warp.recipes.metrics import EpisodeTracker
+
+    tracker = EpisodeTracker(["taggers"], num_envs=2, device="cpu")
+    reward = torch.tensor([[1.0, 2.0, 3.0], [10.0, 10.0, 10.0]]).reshape(2, 3, 1, 1).expand(2, 3, 2, 1)
+    done = torch.tensor([[False, False, False], [False, True, False]]).unsqueeze(-1)
+    batch = TensorDict({"next": {"done": done, "taggers": {"reward": reward}}}, batch_size=[2, 3])
+    tracker.update(batch)
+    assert tracker.summary() == {"return/taggers": 20.0, "episodes": 1}  # env 1: 10 + 10
+    done2 = torch.tensor([[True, False, False], [False, False, False]]).unsqueeze(-1)
+    tracker.update(TensorDict({"next": {"done": done2, "taggers": {"reward": reward}}}, batch_size=[2, 3]))
+    assert tracker.summary() == {"return/taggers": 7.0, "episodes": 1}  # env 0: 1+2+3 carried over, +1
+    out = tracker.summary()
+    assert math.isnan(out["return/taggers"]) and out["episodes"] == 0

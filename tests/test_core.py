@@ -7,6 +7,7 @@ from torchrl.collectors import Collector
 from torchrl.envs import RewardSum, TransformedEnv
 
 from conftest import SIM
+from policies import pre_drawn_policy
 from torchrl_warp import WarpEnv
 from torchrl_warp.envs import CartPoleEnv, TagEnv
 
@@ -14,36 +15,11 @@ TINY_TAG = dict(num_taggers=2, num_runners=4, num_other_agents_observed=2)
 STEPS = 6 if SIM else 100
 
 
-def tag_actions(env, generator):
-    spec = env.full_action_spec
-    return TensorDict(
-        {g: {"action": torch.randint(0, 21, spec[g, "action"].shape, generator=generator)}
-         for g in ("taggers", "runners")},
-        batch_size=env.batch_size,
-    )
-
-
-def fixed_action_policy(env, seed=0):
-    """A policy of pre-drawn random actions: identical across envs and backends."""
-    g = torch.Generator().manual_seed(seed)
-    if isinstance(env, TagEnv):
-        draws = [tag_actions(env, g) for _ in range(STEPS)]
-    else:
-        draws = [TensorDict(action=torch.randint(0, 2, (env.num_envs,), generator=g), batch_size=env.batch_size)
-                 for _ in range(STEPS)]
-    it = iter(draws)
-
-    def policy(tensordict):
-        return tensordict.update(next(it))
-
-    return policy
-
-
 @pytest.mark.sim
 def test_rollout_outputs_are_fresh_distinct_and_correct():
     """Rollouts keep references to outputs: each step's must be its own tensor."""
     env = CartPoleEnv(num_envs=3, seed=0)
-    td = env.rollout(STEPS, policy=fixed_action_policy(env), break_when_any_done=False)
+    td = env.rollout(STEPS, policy=pre_drawn_policy(env, STEPS), break_when_any_done=False)
     obs, nxt = td["observation"], td["next", "observation"]
     # distinct: no two stored steps share values (aliasing would repeat the last one)
     flat = nxt.reshape(-1, 4)
@@ -76,16 +52,16 @@ def test_tag_rollout_stores_distinct_observations():
 @pytest.mark.parametrize("make", [lambda s: CartPoleEnv(num_envs=3, seed=s),
                                   lambda s: TagEnv(num_envs=2, seed=s, **TINY_TAG)], ids=["cartpole", "tag"])
 def test_same_seed_same_trajectory_bit_for_bit(make):
-    a = make(7).rollout(STEPS, policy=fixed_action_policy(make(0)), break_when_any_done=False)
-    b = make(7).rollout(STEPS, policy=fixed_action_policy(make(0)), break_when_any_done=False)
-    c = make(8).rollout(STEPS, policy=fixed_action_policy(make(0)), break_when_any_done=False)
+    a = make(7).rollout(STEPS, policy=pre_drawn_policy(make(0), STEPS), break_when_any_done=False)
+    b = make(7).rollout(STEPS, policy=pre_drawn_policy(make(0), STEPS), break_when_any_done=False)
+    c = make(8).rollout(STEPS, policy=pre_drawn_policy(make(0), STEPS), break_when_any_done=False)
     assert (a == b).all()
     assert not (a == c).all()
     # set_seed restarts the random stream: a reseeded env replays the same trajectory
     env = make(123)
     env.rollout(3)
     env.set_seed(7)
-    d = env.rollout(STEPS, policy=fixed_action_policy(make(0)), break_when_any_done=False)
+    d = env.rollout(STEPS, policy=pre_drawn_policy(make(0), STEPS), break_when_any_done=False)
     assert (a == d).all()
 
 

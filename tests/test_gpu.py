@@ -1,35 +1,15 @@
 """GPU tests (marked ``gpu``; skipped without a CUDA device): the CUDA backend itself."""
 import pytest
 import torch
-from tensordict import TensorDict
 from torchrl.collectors import Collector
 from torchrl.envs.utils import check_env_specs
 
+from policies import pre_drawn_policy
 from torchrl_warp.envs import CartPoleEnv, TagEnv
 
 pytestmark = pytest.mark.gpu
 
 STEPS = 100
-
-
-def pre_drawn_policy(env, steps, seed=0, device="cpu"):
-    """Random actions drawn once on the CPU, replayed identically on any backend."""
-    g = torch.Generator().manual_seed(seed)
-    spec = env.full_action_spec
-    draws = []
-    for _ in range(steps):
-        td = TensorDict(batch_size=env.batch_size)
-        for key in env.action_keys:
-            s = spec[key]
-            high = s.nvec.cpu() if hasattr(s, "nvec") else torch.full(s.shape, s.space.n)
-            td.set(key, (torch.rand(s.shape, generator=g) * high).long())
-        draws.append(td.to(device))
-    it = iter(draws)
-
-    def policy(tensordict):
-        return tensordict.update(next(it))
-
-    return policy
 
 
 def strict(fn):

@@ -1,0 +1,23 @@
+"""A test policy of pre-drawn random actions, shared by the CPU and GPU tests."""
+import torch
+from tensordict import TensorDict
+
+
+def pre_drawn_policy(env, steps, seed=0, device="cpu"):
+    """Random actions drawn once on the CPU, replayed identically on any env and backend."""
+    g = torch.Generator().manual_seed(seed)
+    spec = env.full_action_spec
+    draws = []
+    for _ in range(steps):
+        td = TensorDict(batch_size=env.batch_size)
+        for key in env.action_keys:
+            s = spec[key]
+            high = s.nvec.cpu() if hasattr(s, "nvec") else torch.full(s.shape, s.space.n)
+            td.set(key, (torch.rand(s.shape, generator=g) * high).long())
+        draws.append(td.to(device))
+    it = iter(draws)
+
+    def policy(tensordict):
+        return tensordict.update(next(it))
+
+    return policy

@@ -131,10 +131,10 @@ def evaluate(cfg, agents, device) -> dict:
     with set_exploration_type(mode):
         td = env.rollout(steps, trained, break_when_any_done=False)
     result = {}
+    done = td["next", "done"].squeeze(-1)  # one episode per env: count rewards up to the first done
+    first = (done.cumsum(1) - done.long()) == 0
     for g in groups:
         reward = td["next", key(g, "reward")]
-        done = td["next", "done"]  # one episode per env: count rewards up to the first done
-        first = (done.squeeze(-1).cumsum(1) - done.squeeze(-1).long()) == 0
         mask = first.reshape(first.shape + (1,) * (reward.dim() - 2))
         result[f"eval_return/{g or 'agent'}"] = ((reward * mask).sum(1).mean()).item()
     if cfg.env.name == "tag":
@@ -153,10 +153,14 @@ def evaluate(cfg, agents, device) -> dict:
     return result
 
 
+def count_tags(env, td) -> int:
+    """Runners tagged in ``td`` (a tag gives the runner the tag penalty)."""
+    return (td["next", "runners", "reward"] <= env.params.tag_penalty_for_runner / 2).sum().item()
+
+
 def tags_per_episode(env, td) -> float:
-    """Runners tagged per env over one episode length of steps (a tag gives the runner the tag penalty)."""
-    tagged = td["next", "runners", "reward"] <= env.params.tag_penalty_for_runner / 2
-    return tagged.sum().item() / env.num_envs
+    """Runners tagged per env over one episode length of steps."""
+    return count_tags(env, td) / env.num_envs
 
 
 def train(cfg: DictConfig, out_dir: str) -> dict:
@@ -219,8 +223,7 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
                **{k: v.item() for k, v in losses.items()},
                "agent_steps_per_s": (frames_done * agent_steps_per_frame) / (time.perf_counter() - train_start)}
         if cfg.env.name == "tag":
-            row["tags_per_env_step"] = (batch["next", "runners", "reward"] <= env.params.tag_penalty_for_runner / 2
-                                        ).sum().item() / batch.numel()
+            row["tags_per_env_step"] = count_tags(env, batch) / batch.numel()
         history.append(row)
         for name, value in row.items():
             if logger is not None and name != "frames":
@@ -238,7 +241,6 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     summary = {
         "env": cfg.env.name, "algo": cfg.algo.name, "device": str(device), "frames": frames_done,
         "agent_steps": frames_done * agent_steps_per_frame, "train_seconds": train_seconds,
-        "wall_seconds_since_launch": time.perf_counter() - _LAUNCHED,
         "agent_steps_per_s": frames_done * agent_steps_per_frame / train_seconds,
         "final": history[-1] if history else {},
         **evaluate(cfg, agents_by_group, device),

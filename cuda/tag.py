@@ -172,6 +172,26 @@ def _write_neighbor(observation, env, agent, base, o, pos, direction, speed, acc
 
 
 @numba.njit
+def _insert_neighbor(neighbor_distance, neighbor_index, env, agent, slots, filled, d2, o):
+    """Insert ``(d2, o)`` into the sorted list of ``filled`` entries (dropping the last
+    one if full); return the new fill count and the new last entry ``(d2, index)``."""
+    j = filled if filled < slots else slots - 1
+    while j > 0:
+        prev_d2 = neighbor_distance[env, agent, j - 1]
+        prev = neighbor_index[env, agent, j - 1]
+        if prev_d2 < d2 or (prev_d2 == d2 and prev < o):
+            break
+        neighbor_distance[env, agent, j] = prev_d2
+        neighbor_index[env, agent, j] = prev
+        j -= 1
+    neighbor_distance[env, agent, j] = d2
+    neighbor_index[env, agent, j] = o
+    if filled < slots:
+        filled += 1
+    return filled, neighbor_distance[env, agent, filled - 1], neighbor_index[env, agent, filled - 1]
+
+
+@numba.njit
 def observe(
     env, agent, num_agents, step_count, pos, direction, speed, acceleration, in_game, observation,
     neighbor_distance, neighbor_index, agent_done, agent_terminated, agent_truncated, terminated,
@@ -210,26 +230,24 @@ def observe(
                     observation[env, agent, base + i] = 0.0
             filled += 1
         return
-    # k nearest agents still in the game: insertion into a sorted list (ties: lower index first)
+    # k nearest agents still in the game, in the order (distance^2, index): the result does
+    # not depend on the order candidates are visited in (ties: lower index first). The
+    # k-th entry and the fill count live in registers; the sorted list in
+    # neighbor_distance/neighbor_index (global scratch) is touched only on an insertion.
     x = numba.float64(pos[env, agent, 0])
     y = numba.float64(pos[env, agent, 1])
+    worst_d2 = numba.float64(0.0)
+    worst = -1
     for o in range(num_agents):
         if o == agent or not in_game[env, o]:
             continue
         dx = numba.float64(pos[env, o, 0]) - x
         dy = numba.float64(pos[env, o, 1]) - y
         d2 = dx * dx + dy * dy
-        if filled == slots and d2 >= neighbor_distance[env, agent, slots - 1]:
+        if filled == slots and (d2 > worst_d2 or (d2 == worst_d2 and o > worst)):
             continue
-        j = filled if filled < slots else slots - 1
-        while j > 0 and neighbor_distance[env, agent, j - 1] > d2:
-            neighbor_distance[env, agent, j] = neighbor_distance[env, agent, j - 1]
-            neighbor_index[env, agent, j] = neighbor_index[env, agent, j - 1]
-            j -= 1
-        neighbor_distance[env, agent, j] = d2
-        neighbor_index[env, agent, j] = o
-        if filled < slots:
-            filled += 1
+        filled, worst_d2, worst = _insert_neighbor(neighbor_distance, neighbor_index, env, agent, slots,
+                                                   filled, d2, o)
     for s in range(slots):
         base = OWN_FEATURES + NEIGHBOR_FEATURES * s
         if s < filled:

@@ -94,7 +94,9 @@ def reference_observation(s, p):
             others = [b for b in range(N) if b != a]
             if not p.use_full_observation:
                 others = [b for b in others if s["in_game"][e, b]]
-                d2 = [((s["pos"][e, b] - s["pos"][e, a]) ** 2).sum() for b in others]
+                # float64 from float32 positions, as the kernels; ties: lower index first
+                pos64 = s["pos"][e].astype(np.float64)
+                d2 = [((pos64[b] - pos64[a]) ** 2).sum() for b in others]
                 order = np.argsort(np.asarray(d2), kind="stable")[:k]
                 others = [others[i] for i in order]
             for slot, b in enumerate(others):

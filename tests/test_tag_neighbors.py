@@ -1,0 +1,150 @@
+"""Tag's k-nearest search against brute force, on hard placements.
+
+Each test loads positions (agents at rest, tags switched off, so a no-op step keeps
+every agent where it is and in the game it is in), steps once, and compares the
+observation with the numpy reference and the neighbour lists (``neighbor_index``,
+the search's scratch) with a float64 brute force ordered by ``(distance^2, index)``.
+"""
+import numpy as np
+import pytest
+import torch
+
+from conftest import SIM
+from reference_tag import reference_observation
+from torchrl_warp.envs import TagEnv
+
+
+def make_env(num_envs, taggers, runners, k, **kw):
+    env = TagEnv(num_envs=num_envs, num_taggers=taggers, num_runners=runners,
+                 num_other_agents_observed=k, tagging_distance=0.0, seed=0, **kw)
+    env.reset()
+    return env
+
+
+def brute_force(pos, in_game, k):
+    """``[E][A]`` lists of the k nearest agents in the game, by (float64 distance^2, index)."""
+    pos = pos.astype(np.float64)
+    out = []
+    for e in range(pos.shape[0]):
+        rows = []
+        for a in range(pos.shape[1]):
+            others = np.array([b for b in range(pos.shape[1]) if b != a and in_game[e, b]], dtype=np.int64)
+            if not in_game[e, a] or len(others) == 0:
+                rows.append([])
+                continue
+            d = pos[e, others] - pos[e, a]
+            d2 = d[:, 0] * d[:, 0] + d[:, 1] * d[:, 1]
+            rows.append(others[np.lexsort((others, d2))][:k].tolist())
+        out.append(rows)
+    return out
+
+
+def observe(env, pos, in_game=None):
+    """Load ``pos`` ([E, N, 2]) and ``in_game``, step in place, check, return the observation."""
+    E, N = env.num_envs, env.num_agents
+    pos = np.broadcast_to(np.asarray(pos, dtype=np.float32), (E, N, 2)).copy()
+    in_game = np.ones((E, N), bool) if in_game is None else np.broadcast_to(in_game, (E, N)).copy()
+    s = env.state
+    s["pos"].copy_(torch.as_tensor(pos))
+    s["in_game"].copy_(torch.as_tensor(in_game))
+    for key in ("speed", "acceleration", "step_count"):
+        s[key].zero_()
+    direction = s["direction"].numpy().copy()
+    env.step(env.full_action_spec.zero())
+    assert (s["pos"].numpy() == pos).all() and (s["in_game"].numpy() == in_game).all()
+    k = env.params.num_other_agents_observed
+    expected = brute_force(pos, in_game, k)
+    got = s["neighbor_index"].numpy()
+    for e in range(E):
+        for a in range(N):
+            n = len(expected[e][a])
+            assert got[e, a, :n].tolist() == expected[e][a], (e, a)
+    ref = dict(pos=pos, in_game=in_game, speed=np.zeros((E, N), np.float32),
+               acceleration=np.zeros((E, N), np.float32), direction=direction,
+               step_count=np.ones(E, np.int32))
+    np.testing.assert_allclose(s["observation"].numpy(), reference_observation(ref, env.params), atol=1e-5)
+    return s["observation"].numpy()
+
+
+@pytest.mark.parametrize("k", [1, 2, 10])
+def test_random_states_with_many_agents(k):
+    env = make_env(3, 3, 200, k)
+    rng = np.random.default_rng(k)
+    L = env.params.grid_length
+    in_game = np.ones((3, 203), bool)
+    in_game[:, 3:] = rng.random((3, 200)) > 0.2
+    observe(env, rng.uniform(0, L, (3, 203, 2)), in_game)
+
+
+def test_clusters_corners_and_walls():
+    env = make_env(4, 3, 150, 4)
+    rng = np.random.default_rng(7)
+    L = env.params.grid_length
+    pos = rng.uniform(0, L, (4, 153, 2))
+    pos[0, :100] = 7.3 + rng.uniform(0, 0.05, (100, 2))      # 100 agents in one tiny square
+    pos[1] = rng.uniform(0, 0.7, (153, 2))                    # everyone in a corner
+    pos[1, 5] = [L, L]                                         # but one, in the opposite corner
+    pos[2, :, 0] = rng.choice([0.0, L], 153)                   # everyone on the walls x=0 / x=L
+    pos[3, :60, 1] = 0.0                                       # on the wall y=0, then y=L
+    pos[3, 60:120, 1] = L
+    observe(env, pos)
+
+
+def test_agents_on_cell_borders():
+    """Positions on every multiple of L/G for the grids a few agent counts give."""
+    env = make_env(3, 3, 150, 3)
+    L = env.params.grid_length
+    rng = np.random.default_rng(3)
+    pos = np.empty((3, 153, 2))
+    for e, g in enumerate((5, 7, 8)):
+        lines = np.arange(g + 1) * (L / g)
+        pos[e] = rng.choice(lines, (153, 2))
+        pos[e, ::3, 0] = rng.uniform(0, L, 51)  # half on lines, half on crossings
+    observe(env, pos)
+
+
+def test_exact_distance_ties():
+    """Agents placed symmetrically: equal float64 distances, lower index first."""
+    env = make_env(2, 1, 24, 5)
+    pos = np.zeros((2, 25, 2))
+    c = np.array([10.0, 10.0])
+    pos[:, 0] = c
+    ring = [(1, 0), (-1, 0), (0, 1), (0, -1), (1, 1), (-1, -1), (1, -1), (-1, 1)]
+    for i, (dx, dy) in enumerate(ring * 3):
+        pos[:, 1 + i] = c + np.array([dx, dy]) * (0.5 * (1 + i // 8))
+    pos[1] = pos[1, ::-1]  # the same placement, indices reversed
+    obs = observe(env, pos)
+    # the observer's 5 nearest: the 4 at distance 0.5 in index order, then the lowest diagonal
+    assert env.state["neighbor_index"][0, 0].tolist() == [1, 2, 3, 4, 5]
+
+
+def test_most_runners_out_and_fewer_candidates_than_k():
+    env = make_env(3, 2, 60, 10)
+    rng = np.random.default_rng(11)
+    L = env.params.grid_length
+    in_game = np.ones((3, 62), bool)
+    in_game[0, 2:] = rng.random(60) < 0.05      # a few runners left
+    in_game[1, 2:] = False
+    in_game[1, [9, 30, 31, 50]] = True          # 6 in the game for k = 10: zero-filled slots
+    in_game[2, 2:] = np.arange(60) < 9          # 11 in the game: k = 10 exactly
+    obs = observe(env, rng.uniform(0, L, (3, 62, 2)), in_game)
+    slot = lambda s: slice(6 + 7 * s, 13 + 7 * s)
+    assert (obs[1, 0, slot(4)] != 0).any() and (obs[1, 0, slot(5)] == 0).all()
+    assert (obs[2, 0, slot(9)] != 0).any()
+
+
+@pytest.mark.sim
+def test_tiny_grid_with_ties_and_agents_out():
+    env = make_env(2, 2, 8, 3)
+    pos = np.array([[5, 5], [15, 15], [5, 6], [5, 4], [6, 5], [4, 5], [10, 10], [20, 20], [0, 20], [14, 15]])
+    in_game = np.ones((2, 10), bool)
+    in_game[1, [2, 4, 9]] = False
+    observe(env, pos, in_game)
+
+
+@pytest.mark.skipif(SIM, reason="1000 agents are too many for the simulator")
+def test_1000_agents():
+    env = make_env(2, 10, 990, 2)
+    rng = np.random.default_rng(5)
+    in_game = rng.random((2, 1000)) > 0.1
+    observe(env, rng.uniform(0, env.params.grid_length, (2, 1000, 2)), in_game)

@@ -97,6 +97,84 @@ def test_maybe_reset_resets_only_done_envs():
     assert not out["done"].any()
 
 
+def _generic_step_and_maybe_reset(env, td):
+    """TorchRL's own path: EnvBase.step (with _step_proc_data), step_mdp, EnvBase.maybe_reset."""
+    from torchrl.envs import EnvBase
+
+    td = EnvBase.step(env, td)
+    return td, EnvBase.maybe_reset(env, env._step_mdp(td))
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("make", [lambda: CartPoleEnv(num_envs=4, seed=3),
+                                  lambda: TagEnv(num_envs=3, seed=3, episode_length=4, **TINY_TAG)],
+                         ids=["cartpole", "tag"])
+def test_fast_step_and_maybe_reset_equals_torchrls_generic_path(make):
+    """Same data and next root as EnvBase's path, across resets, with extra policy entries carried."""
+    fast_env, ref_env = make(), make()
+    policy_a, policy_b = pre_drawn_policy(fast_env, STEPS), pre_drawn_policy(ref_env, STEPS)
+    fast, ref = fast_env.reset(), ref_env.reset()
+    group = fast_env.layout.groups and next(iter(fast_env.layout.groups))
+    resets = 0
+    for t in range(STEPS):
+        fast, ref = policy_a(fast), policy_b(ref)
+        for td in (fast, ref):  # what a policy adds besides actions: step_mdp carries it
+            td.set("policy_step", torch.full((td.shape[0], 1), t))
+            if group:
+                td.set((group, "logits"), torch.full((*td[group].shape, 3), float(t)))
+        data_fast, fast = fast_env.step_and_maybe_reset(fast)
+        data_ref, ref = _generic_step_and_maybe_reset(ref_env, ref)
+        assert set(data_fast.keys(True, True)) == set(data_ref.keys(True, True))
+        assert set(fast.keys(True, True)) == set(ref.keys(True, True))
+        assert (data_fast == data_ref).all(), f"step {t}"
+        carried = ["action", "policy_step"] if not group else [(g, "action") for g in fast_env.layout.groups]
+        carried += [(group, "logits")] if group else []
+        # outputs equal everywhere; carried entries too, except where an env was reset:
+        # TorchRL pads them with 0 there (unless every env resets), we keep them
+        assert (fast.exclude(*carried) == ref.exclude(*carried)).all(), f"step {t}"
+        kept = ~data_fast["next", "done"].reshape(-1)
+        for key in carried:
+            assert torch.equal(fast[key][kept], ref[key][kept]), (t, key)
+            assert fast[key] is data_fast[key]  # carried, not copied, as step_mdp does
+        assert fast["policy_step"].eq(t).all()
+        resets += int(data_fast["next", "done"].sum())
+    if not SIM:
+        assert resets > 0  # the comparison spanned resets
+
+
+def test_fast_step_keeps_preset_next_entries_and_falls_back_for_partial_steps():
+    env = CartPoleEnv(num_envs=2, seed=0)
+    td = env.rand_action(env.reset())
+    td.set(("next", "extra"), torch.ones(2, 1))
+    out = env.step(td)
+    assert out["next", "extra"].eq(1).all() and "observation" in out["next"].keys()
+    td = env.rand_action(env.reset())
+    td.set("_step", torch.tensor([True, False]))
+    out = env.step(td)  # TorchRL's generic path, then our masked step kernel
+    assert env.state["step_count"].tolist() == [1, 0]
+    assert torch.equal(out["next", "observation"][1], out["observation"][1])  # env 1 did not move
+    assert not torch.equal(out["next", "observation"][0], out["observation"][0])
+    assert out["next", "reward"].tolist() == [[1.0], [0.0]]
+    env.step(env.rand_action(out.exclude("_step", "next")))  # the mask does not stick
+    assert env.state["step_count"].tolist() == [2, 1]
+
+
+@pytest.mark.sim
+def test_rollout_until_all_done_uses_partial_steps():
+    """break_when_all_done steps only the envs not yet done (TorchRL's "_step" mask)."""
+    env = CartPoleEnv(num_envs=3, seed=1)
+    td = env.rollout(500, break_when_any_done=False, break_when_all_done=True)
+    done = td["next", "done"].squeeze(-1)
+    first_done = done.float().argmax(1)
+    assert done.any(1).all()
+    assert len(set(first_done.tolist())) > 1  # envs ended at different steps
+    # each env stopped moving at its end: TorchRL repeats its last entry after that
+    assert env.state["step_count"].tolist() == (first_done + 1).tolist()
+    for e in range(3):
+        last = td[e, int(first_done[e])]
+        assert (td[e, int(first_done[e]):] == last).all()
+
+
 # ----- bad input ------------------------------------------------------------------------
 def _tag_step_input(env):
     return env.full_action_spec.zero()

@@ -192,7 +192,11 @@ class SimulatorBackend(_CudaLayout):
         return types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
 
     def view(self, tensor):
-        return tensor.detach().numpy()
+        # a fake device array over the numpy view: passing the numpy array itself
+        # would make the simulator copy it in and out, which needs it contiguous
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        return FakeCUDAArray(tensor.detach().numpy())
 
     def launch(self, kernel, num_envs, num_agents, args, key=None):
         tpe, epb, blocks = self.layout(num_envs, num_agents)

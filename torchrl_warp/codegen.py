@@ -15,8 +15,8 @@ From that sequence this module writes the source of two drivers:
 Both drivers also keep the per-environment counters that every environment needs:
 a step kernel first increments ``step_count[env]``; a reset kernel zeroes it,
 increments ``episode[env]`` (the counter-based RNG is keyed by both) and clears
-the env's ``done``/``terminated``/``truncated`` flags. Only
-environments whose ``reset_mask`` entry is set are touched by a reset kernel.
+the env's ``done``/``terminated``/``truncated`` flags. A kernel touches only the
+environments whose entry in its mask (``step_mask`` or ``reset_mask``) is set.
 
 Examples:
     >>> import numba
@@ -25,7 +25,7 @@ Examples:
     ...     pos[env, agent] += speed
     >>> spec = KernelSpec("step", (move,))
     >>> spec.arguments
-    ('seed', 'step_count', 'episode', 'done', 'terminated', 'truncated', 'pos', 'speed')
+    ('step_mask', 'seed', 'step_count', 'episode', 'done', 'terminated', 'truncated', 'pos', 'speed')
     >>> print(spec.cpu_source().splitlines()[1])
         for env in prange(num_envs):
 """
@@ -42,7 +42,7 @@ _LEADING = ("env", "agent")
 #: names the generated drivers use themselves: no field, parameter or constant may take them
 DRIVER_NAMES = frozenset(
     ("env", "agent", "tid", "lane", "live", "num_envs", "num_agents", "threads_per_env",
-     "envs_per_block", "reset_mask", "seed", "cuda", "prange")
+     "envs_per_block", "step_mask", "reset_mask", "seed", "cuda", "prange")
 )
 # every kernel takes these: the drivers update the counters and clear the flags
 _FIXED = ("seed", "step_count", "episode", "done", "terminated", "truncated")
@@ -81,9 +81,13 @@ class KernelSpec:
             for name in phase_parameters(phase):
                 if name not in names and name != "num_agents":
                     names.append(name)
-        if self.kind == "reset":
-            names.insert(0, "reset_mask")
+        names.insert(0, self.mask)
         return tuple(names)
+
+    @property
+    def mask(self) -> str:
+        """The per-env bool argument that selects the environments this kernel runs."""
+        return f"{self.kind}_mask"
 
     def _calls(self) -> list[str]:
         calls = []
@@ -116,9 +120,8 @@ class KernelSpec:
             "    lane = tid % threads_per_env",
             f"    live = {live}",
         ]
-        if self.kind == "reset":
-            lines.append("    if live:")
-            lines.append("        live = reset_mask[env]")
+        lines.append("    if live:")
+        lines.append(f"        live = {self.mask}[env]")
         lines.append("    if live and lane == 0:")
         lines += [f"        {stmt}" for stmt in self._counter_update()]
         for call in self._calls():
@@ -133,11 +136,9 @@ class KernelSpec:
     def cpu_source(self) -> str:
         """Source of the CPU loop ``warp_<kind>_cpu`` (parallel over environments)."""
         args = ", ".join(("num_envs", "num_agents") + self.arguments)
-        lines = [f"def warp_{self.kind}_cpu({args}):", "    for env in prange(num_envs):"]
-        indent = "        "
-        if self.kind == "reset":
-            lines.append("        if reset_mask[env]:")
-            indent = "            "
+        lines = [f"def warp_{self.kind}_cpu({args}):", "    for env in prange(num_envs):",
+                 f"        if {self.mask}[env]:"]
+        indent = "            "
         lines += [indent + stmt for stmt in self._counter_update()]
         for call in self._calls():
             lines += [indent + "for agent in range(num_agents):", indent + "    " + call]

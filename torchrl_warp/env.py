@@ -24,8 +24,9 @@ from torchrl.envs import EnvBase
 from torchrl_warp.backends import make_backend
 from torchrl_warp.checks import check_action, check_memory, check_params, resolve_device
 from torchrl_warp.codegen import BUILTIN_ARGUMENTS, DRIVER_NAMES, KernelSpec
-from torchrl_warp.layout import Layout
-from torchrl_warp.specs import build_specs, output_views
+from torchrl_warp.layout import DONE_KEYS, Layout
+from torchrl_warp.outputs import OUTPUT_FIELDS, Outputs
+from torchrl_warp.specs import action_views, build_specs
 
 __all__ = ["WarpEnv"]
 
@@ -88,12 +89,18 @@ class WarpEnv(EnvBase):
 
         self._backend = make_backend(backend, device, cuda_graphs)
         self.backend = self._backend.name
+        self._outputs = Outputs(self.layout, num_envs, device)
         self.state = TensorDict(
-            {f.name: torch.zeros(f.full_shape(num_envs, self.num_agents), dtype=f.dtype, device=device) for f in fields},
+            {
+                f.name: self._outputs.fields[f.name] if f.name in OUTPUT_FIELDS
+                else torch.zeros(f.full_shape(num_envs, self.num_agents), dtype=f.dtype, device=device)
+                for f in fields
+            },
             batch_size=[num_envs],
             device=device,
         )
-        self._reset_mask = torch.ones(num_envs, dtype=torch.bool, device=device)
+        # which envs the next launch of each kernel touches (all, unless masked)
+        self._masks = {kind: torch.ones(num_envs, dtype=torch.bool, device=device) for kind in self._kernels}
         self._constants = {
             k: v.to(device) if isinstance(v, torch.Tensor) else v
             for k, v in self.layout.constants.items()
@@ -104,11 +111,11 @@ class WarpEnv(EnvBase):
         self.full_action_spec = specs["action"]
         self.full_reward_spec = specs["reward"]
         self.full_done_spec = specs["done"]
-        self._outputs, self._rewards, self._actions = output_views(self.layout, self.state)
+        self._actions = action_views(self.layout, self.state)
         self._action_specs = {k: self.full_action_spec[k] for k in self._actions}
 
         self._views = {k: self._backend.view(v) for k, v in self.state.items()}
-        self._views["reset_mask"] = self._backend.view(self._reset_mask)
+        self._views.update({spec.mask: self._backend.view(self._masks[k]) for k, spec in self._kernels.items()})
         self._views.update(
             {k: self._backend.view(v) for k, v in self._constants.items() if isinstance(v, torch.Tensor)}
         )
@@ -141,7 +148,7 @@ class WarpEnv(EnvBase):
                 seen[name] = kind
         for spec in self._kernels.values():
             for name in spec.arguments:
-                if name not in seen and name not in ("seed", "reset_mask"):
+                if name not in seen and name not in ("seed", spec.mask):
                     raise TypeError(
                         f"{env}: a {spec.kind} phase asks for {name!r}, which is no state field, "
                         f"parameter, constant or builtin ({', '.join(BUILTIN_ARGUMENTS)})"
@@ -179,40 +186,29 @@ class WarpEnv(EnvBase):
             if value is None:
                 raise KeyError(f"the input tensordict has no action {key!r}; expected {self._action_specs[key]}")
             check_action(key, value, self._action_specs[key], self.device, self.check_actions)
+        partial = tensordict.get("_step", None)
         for key, value in actions:
             self._actions[key].copy_(value)
+        if partial is None:
+            self._launch("step")
+            return self._outputs.snapshot(with_reward=True)
+        # TorchRL's partial step: only envs whose "_step" is set move; the others keep
+        # their state and outputs, with a zero reward
+        mask = self._masks["step"]
+        mask.copy_(partial.reshape(self.num_envs))
         self._launch("step")
-        return self._output(with_reward=True)
-
-    def _output(self, with_reward: bool) -> TensorDictBase:
-        """A fresh TensorDict of outputs (clones: rollouts keep references to them).
-
-        Built with ``TensorDict._new_unsafe``: the shapes, dtypes and device are the
-        specs' by construction (``output_views``), and skipping per-key validation
-        makes this ~6x cheaper, which matters at small batch sizes.
-        """
-        sources = (self._outputs, self._rewards) if with_reward else (self._outputs,)
-        root, groups = {}, {g: {} for g in (self.layout.groups or ())}
-        for source in sources:
-            for key, view in source.items():
-                if isinstance(key, tuple):
-                    groups[key[0]][key[1]] = view.clone()
-                else:
-                    root[key] = view.clone()
-        for group, entries in groups.items():
-            root[group] = TensorDict._new_unsafe(
-                entries, batch_size=(self.num_envs, self.layout.groups[group]), device=self.device
-            )
-        return TensorDict._new_unsafe(root, batch_size=self.batch_size, device=self.device)
+        self._outputs.fields["reward"].mul_(mask.unsqueeze(-1))
+        mask.fill_(True)
+        return self._outputs.snapshot(with_reward=True)
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         mask = self._reset_request(tensordict)
         if mask is None:
-            self._reset_mask.fill_(True)
+            self._masks["reset"].fill_(True)
         else:
-            self._reset_mask.copy_(mask)
+            self._masks["reset"].copy_(mask)
         self._launch("reset")
-        return self._output(with_reward=False)
+        return self._outputs.snapshot(with_reward=False)
 
     def _reset_request(self, tensordict) -> torch.Tensor | None:
         """The per-env reset mask asked for by ``"_reset"`` keys, or None for all envs.
@@ -244,7 +240,109 @@ class WarpEnv(EnvBase):
         done = tensordict.get("done", None)
         if done is None:
             return super().maybe_reset(tensordict)
-        self._reset_mask.copy_(done.reshape(self.num_envs))
+        self._masks["reset"].copy_(done.reshape(self.num_envs))
         self._launch("reset")
-        tensordict.update(self._output(with_reward=False))
+        tensordict.update(self._outputs.snapshot(with_reward=False))
         return tensordict
+
+    # ----- fast paths through TorchRL's step ----------------------------------------------
+    def _plain_input(self, tensordict) -> bool:
+        """Whether ``tensordict`` needs none of ``EnvBase.step``'s general machinery.
+
+        That is: a plain ``TensorDict`` on the env's device with its batch size,
+        no partial ``"_step"`` mask; type checks off. Our
+        outputs then already have every done key with the spec's shape and dtype,
+        which is all ``_step_proc_data`` would enforce.
+        """
+        return (
+            type(tensordict) is TensorDict
+            and tensordict.batch_size == self.batch_size
+            and tensordict.device == self.device
+            and not self.run_type_checks
+            and "_step" not in tensordict._tensordict
+        )
+
+    def step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """``EnvBase.step``, without its generic post-processing for plain inputs.
+
+        Examples:
+            >>> from torchrl_warp.envs import CartPoleEnv
+            >>> env = CartPoleEnv(num_envs=2)
+            >>> td = env.step(env.rand_action(env.reset()))
+            >>> td["next", "observation"].shape
+            torch.Size([2, 4])
+        """
+        if not self._plain_input(tensordict):
+            return super().step(tensordict)
+        self._set_next(tensordict, self._step(tensordict))
+        return tensordict
+
+    @staticmethod
+    def _set_next(tensordict: TensorDict, outputs: TensorDict) -> None:
+        """``tensordict["next"] = outputs``, keeping what a preset ``"next"`` has that outputs lack."""
+        preset = tensordict._tensordict.get("next", None)
+        if preset is not None:
+            _merge_missing(preset, outputs)
+        tensordict._set_str("next", outputs, validated=True, inplace=False)
+
+    def step_and_maybe_reset(self, tensordict: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
+        """Step, then reset the envs that are done: what rollouts and collectors call.
+
+        Same result as ``EnvBase.step_and_maybe_reset`` (step, ``step_mdp``, masked
+        reset) in a handful of device ops: the masked reset kernel runs on every
+        call (no host sync to ask whether any env is done), and the next root
+        TensorDict is the post-reset outputs plus whatever else the input carried
+        (the action, the policy's log-probabilities...), as ``step_mdp`` keeps them.
+
+        Examples:
+            >>> from torchrl_warp.envs import CartPoleEnv
+            >>> env = CartPoleEnv(num_envs=2)
+            >>> data, next_root = env.step_and_maybe_reset(env.rand_action(env.reset()))
+            >>> sorted(next_root.keys())  # as EnvBase's, the next root keeps the action
+            ['action', 'done', 'observation', 'terminated', 'truncated']
+        """
+        if (
+            not self._plain_input(tensordict)
+            or self._post_step_mdp_hooks is not None
+            or "_compiled_step_and_maybe_reset" in self.__dict__
+        ):
+            return super().step_and_maybe_reset(tensordict)
+        self._set_next(tensordict, self._step(tensordict))
+        self._masks["reset"].copy_(self.state["done"])
+        self._launch("reset")
+        root = self._outputs.snapshot(with_reward=False)
+        self._carry_other_entries(tensordict, root)
+        return tensordict, root
+
+    def _carry_other_entries(self, source: TensorDict, target: TensorDict) -> None:
+        """Copy into ``target`` the entries of ``source`` that are no env input or output."""
+        groups = self.layout.groups or ()
+        for key, value in source._tensordict.items():
+            if key in _STEP_MDP_SKIP:
+                continue
+            if key in groups and isinstance(value, TensorDictBase):
+                group = target._get_str(key, None)
+                for sub, sub_value in value.items():
+                    if sub not in _STEP_MDP_SKIP:
+                        group._set_str(sub, _copy_collection(sub_value), validated=True, inplace=False)
+                continue
+            target._set_str(key, _copy_collection(value), validated=True, inplace=False)
+
+
+# keys that EnvBase's step_mdp does not carry from the input root to the next one: the
+# outputs (the next root gets fresh ones) and reset requests; it keeps actions and the rest
+_STEP_MDP_SKIP = frozenset(("next", "reward", "observation", "_reset") + DONE_KEYS)
+
+
+def _copy_collection(value):
+    return value.copy() if isinstance(value, TensorDictBase) else value
+
+
+def _merge_missing(source: TensorDictBase, target: TensorDict) -> None:
+    """Set in ``target`` the entries of ``source`` it lacks (nested TensorDicts merged)."""
+    for key, value in source.items():
+        have = target._get_str(key, None)
+        if have is None:
+            target._set_str(key, _copy_collection(value), validated=True, inplace=False)
+        elif isinstance(have, TensorDictBase) and isinstance(value, TensorDictBase):
+            _merge_missing(value, have)

@@ -19,7 +19,10 @@ from dataclasses import dataclass, field
 import torch
 from torchrl.data import TensorSpec
 
-__all__ = ["Field", "Layout", "CORE_FIELDS"]
+__all__ = ["Field", "Layout", "CORE_FIELDS", "DONE_KEYS"]
+
+#: the done flags of every environment (and of every agent, when agents can leave early)
+DONE_KEYS = ("done", "terminated", "truncated")
 
 
 @dataclass(frozen=True)
@@ -102,7 +105,7 @@ class Layout:
             Field("action", tuple(self.action_spec.shape), self.action_spec.dtype, True)
         )
         if self.agent_done:
-            core += [Field(f"agent_{k}", (), torch.bool, True) for k in _DONE_KEYS]
+            core += [Field(f"agent_{k}", (), torch.bool, True) for k in DONE_KEYS]
         names = [f.name for f in core]
         for f in self.fields:
             if f.name in names:
@@ -110,8 +113,6 @@ class Layout:
             names.append(f.name)
         return core + list(self.fields)
 
-
-_DONE_KEYS = ("done", "terminated", "truncated")
 
 #: per-env counters and flags, and per-agent rewards, that every environment has
 CORE_FIELDS = (

@@ -19,11 +19,9 @@ import torch
 from torchrl.data import Categorical, Composite, MultiCategorical, Unbounded
 from torchrl.data.tensor_specs import BoxList
 
-from torchrl_warp.layout import Layout
+from torchrl_warp.layout import DONE_KEYS, Layout
 
-__all__ = ["BatchedMultiCategorical", "build_specs", "batched_spec", "output_views", "DONE_KEYS"]
-
-DONE_KEYS = ("done", "terminated", "truncated")
+__all__ = ["BatchedMultiCategorical", "build_specs", "batched_spec", "action_views"]
 
 
 def _key(group, name):
@@ -116,26 +114,15 @@ def build_specs(layout: Layout, num_envs: int, device) -> dict[str, Composite]:
     return {"observation": make(obs), "action": make(act), "reward": make(rew), "done": make(done)}
 
 
-def output_views(layout: Layout, state) -> tuple[dict, dict, dict]:
-    """Views of ``state`` under the env's output keys.
+def action_views(layout: Layout, state) -> dict:
+    """Views of ``state["action"]`` under the env's action keys, with the spec's shapes.
 
-    Returns ``(observations_and_flags, rewards, actions)``: dicts from TensorDict
-    key to a view of the state tensor with the spec's shape. Outputs are cloned
-    from these views; actions are copied into them.
+    A step copies each action of its input into its view, where the kernels read it.
     """
-    outputs, rewards, actions = {}, {}, {}
-    for k in DONE_KEYS:
-        outputs[k] = state[k].unsqueeze(-1)
+    actions = {}
     for group, sl in layout.group_slices().items():
         if group is None:
-            outputs["observation"] = state["observation"][:, 0]
-            rewards["reward"] = state["reward"][:, 0:1]
             actions["action"] = state["action"][:, 0]
-            continue
-        outputs[(group, "observation")] = state["observation"][:, sl]
-        rewards[(group, "reward")] = state["reward"][:, sl].unsqueeze(-1)
-        actions[(group, "action")] = state["action"][:, sl]
-        if layout.agent_done:
-            for k in DONE_KEYS:
-                outputs[(group, k)] = state[f"agent_{k}"][:, sl].unsqueeze(-1)
-    return outputs, rewards, actions
+        else:
+            actions[(group, "action")] = state["action"][:, sl]
+    return actions

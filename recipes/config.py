@@ -38,6 +38,7 @@ class AlgoConfig:
     minibatch_size: int = 4096
     max_grad_norm: float = 1.0
     hidden: list[int] = field(default_factory=lambda: [64, 64])
+    amp: bool = False                   # bfloat16 autocast for the loss forward passes (CUDA)
 
 
 @dataclass

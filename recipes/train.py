@@ -195,7 +195,10 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     agent_steps_per_frame = env.num_agents
     train_start = time.perf_counter()
     pbar = tqdm(total=cfg.env.total_frames, initial=frames_done, unit="frames")
+    amp = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.algo.amp)
+    clock = Stopwatch(device)
     for batch in collector:
+        collect_s = clock.lap()
         iteration += 1
         frames_done += batch.numel()
         tracker.update(batch)
@@ -209,17 +212,20 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
             for _ in range(max(1, len(buffer) // cfg.algo.minibatch_size)):
                 minibatch = buffer.sample()
                 total = 0.0
-                for g in groups:
-                    loss, parts = agents_by_group[g].loss_value(minibatch)
-                    total = total + loss
-                    losses.update({f"{k}/{g or 'agent'}": v for k, v in parts.items()})
+                with amp:
+                    for g in groups:
+                        loss, parts = agents_by_group[g].loss_value(minibatch)
+                        total = total + loss
+                        losses.update({f"{k}/{g or 'agent'}": v for k, v in parts.items()})
                 optimizer.zero_grad(set_to_none=True)
                 total.backward()
                 torch.nn.utils.clip_grad_norm_(agents.parameters(), cfg.algo.max_grad_norm)
                 optimizer.step()
         collector.update_policy_weights_()
+        update_s = clock.lap()
 
-        row = {"frames": frames_done, "iteration": iteration, **tracker.summary(),
+        row = {"frames": frames_done, "iteration": iteration, "time/collect_s": collect_s,
+               "time/update_s": update_s, **tracker.summary(),
                **{k: v.item() for k, v in losses.items()},
                "agent_steps_per_s": (frames_done * agent_steps_per_frame) / (time.perf_counter() - train_start)}
         if cfg.env.name == "tag":
@@ -251,6 +257,21 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
         json.dump(summary, f, indent=1)
     print(json.dumps({k: v for k, v in summary.items() if k != "final"}, indent=1))
     return summary
+
+
+class Stopwatch:
+    """Seconds between laps, with the device's queued work finished at each lap."""
+
+    def __init__(self, device):
+        self.device = device
+        self.last = time.perf_counter()
+
+    def lap(self) -> float:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        now = time.perf_counter()
+        seconds, self.last = now - self.last, now
+        return seconds
 
 
 def save_checkpoint(out_dir, agents, optimizer, frames, iteration, cfg):

@@ -52,6 +52,7 @@ class TrainConfig:
     resume: Optional[str] = None
     eval_envs: int = 256
     time_limit_s: float = 0.0           # stop collecting after this long (0: no limit)
+    profile_iteration: int = 0          # profile this iteration (collection + update) into profile.txt (0: off)
 
 
 def register() -> None:

@@ -197,6 +197,7 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     pbar = tqdm(total=cfg.env.total_frames, initial=frames_done, unit="frames")
     amp = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.algo.amp)
     clock = Stopwatch(device)
+    profiler = IterationProfiler(cfg.profile_iteration, iteration, device, out_dir)
     for batch in collector:
         collect_s = clock.lap()
         iteration += 1
@@ -223,6 +224,7 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
                 optimizer.step()
         collector.update_policy_weights_()
         update_s = clock.lap()
+        profiler.step()
 
         row = {"frames": frames_done, "iteration": iteration, "time/collect_s": collect_s,
                "time/update_s": update_s, **tracker.summary(),
@@ -272,6 +274,43 @@ class Stopwatch:
         now = time.perf_counter()
         seconds, self.last = now - self.last, now
         return seconds
+
+
+class IterationProfiler:
+    """Profiles one training iteration (its collection, then its update) with torch.profiler.
+
+    Writes the ops that took the most device time and host time to ``profile.txt``.
+    ``iteration`` is 1-based; 0 profiles nothing. Call :meth:`step` after each iteration.
+    """
+
+    def __init__(self, iteration: int, done_iterations: int, device, out_dir: str):
+        self.device, self.out_dir, self.prof = device, out_dir, None
+        self.wait = iteration - done_iterations - 1 if iteration > done_iterations else -1
+        if self.wait == 0:
+            self._start()
+
+    def step(self) -> None:
+        if self.prof is not None:
+            self._stop()
+        self.wait -= 1
+        if self.wait == 0:
+            self._start()
+
+    def _start(self) -> None:
+        from torch.profiler import ProfilerActivity, profile
+
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == "cuda" else [])
+        self.prof = profile(activities=activities)
+        self.prof.__enter__()
+
+    def _stop(self) -> None:
+        self.prof.__exit__(None, None, None)
+        averages = self.prof.key_averages()
+        device_sort = "cuda_time_total" if self.device.type == "cuda" else "cpu_time_total"
+        with open(os.path.join(self.out_dir, "profile.txt"), "w") as f:
+            f.write(averages.table(sort_by=device_sort, row_limit=30) + "\n")
+            f.write(averages.table(sort_by="self_cpu_time_total", row_limit=30) + "\n")
+        self.prof = None
 
 
 def save_checkpoint(out_dir, agents, optimizer, frames, iteration, cfg):

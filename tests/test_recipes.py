@@ -42,7 +42,7 @@ def read_csv_scalars(run_dir):
     ids=["cartpole_ppo", "tag_mappo"],
 )
 def test_smoke_run_writes_checkpoint_csv_and_finite_losses(tmp_path, overrides, groups):
-    proc = run_train(tmp_path, "checkpoint_every=1", *overrides)
+    proc = run_train(tmp_path, "checkpoint_every=1", "profile_iteration=2", *overrides)
     assert proc.returncode == 0, proc.stderr[-3000:]
     ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
     assert set(ckpt) == {"agents", "optimizer", "frames", "iteration", "config"}
@@ -53,6 +53,8 @@ def test_smoke_run_writes_checkpoint_csv_and_finite_losses(tmp_path, overrides, 
             values = scalars[f"{loss}/{g}"]
             assert values and all(math.isfinite(v) for v in values), (loss, g, values)
     assert (tmp_path / "learning_curve.png").stat().st_size > 1000
+    assert "aten::" in (tmp_path / "profile.txt").read_text()  # iteration 2 was profiled
+    assert len(scalars["time/update_s"]) == len(scalars["iteration"]) and min(scalars["time/update_s"]) > 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["frames"] == ckpt["frames"]
     assert all(math.isfinite(summary[f"eval_return/{g}"]) for g in groups)

@@ -186,7 +186,8 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     policy = TensorDictSequential(*[agents_by_group[g].actor for g in groups])
     collector = Collector(env, policy, frames_per_batch=frames_per_batch,
                           total_frames=max(cfg.env.total_frames - frames_done, frames_per_batch),
-                          device=device, storing_device=device, no_cuda_sync=True)
+                          device=device, storing_device=device, no_cuda_sync=True,
+                          track_traj_ids=False)  # GAE needs done flags only; ids cost a host sync per step
     buffer = ReplayBuffer(storage=LazyTensorStorage(frames_per_batch, device=device),
                           sampler=SamplerWithoutReplacement(), batch_size=cfg.algo.minibatch_size)
     tracker = EpisodeTracker(groups, cfg.env.num_envs, device)

@@ -60,8 +60,13 @@ def _time(fn, steps: int, device, repeats: int) -> float:
     return statistics.median(times)
 
 
-def measure(env, mode: str, steps: int = 100, repeats: int = 3, warmup: int = 5) -> float:
-    """Seconds per step of ``env`` through ``mode`` (one of :data:`MODES`)."""
+def measure(env, mode: str, steps: int = 100, repeats: int = 3, warmup: int = 5,
+            track_traj_ids: bool = False) -> float:
+    """Seconds per step of ``env`` through ``mode`` (one of :data:`MODES`).
+
+    The collector runs with ``track_traj_ids=False`` unless asked: TorchRL's trajectory
+    ids ask the host whether any env is done at every step (a device sync).
+    """
     pool = _action_pool(env)
     td = env.reset()
     if mode == "step":
@@ -79,7 +84,8 @@ def measure(env, mode: str, steps: int = 100, repeats: int = 3, warmup: int = 5)
             return tensordict.update(pool[0])
 
         collector = Collector(env, policy=policy, frames_per_batch=env.num_envs * steps,
-                              total_frames=-1, device=env.device, no_cuda_sync=True)
+                              total_frames=-1, device=env.device, no_cuda_sync=True,
+                              track_traj_ids=track_traj_ids)
         it = iter(collector)
         next(it)  # warm-up batch
         seconds = _time(lambda i: next(it), 1, env.device, repeats) / steps
@@ -103,6 +109,8 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-cuda-graphs", action="store_true", help="launch kernels from Python every step")
+    parser.add_argument("--collector-traj-ids", action="store_true",
+                        help="collector mode: let TorchRL track trajectory ids (syncs every step)")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
 
@@ -116,7 +124,8 @@ def main(argv=None) -> list[dict]:
             for n in args.num_envs:
                 env = make_env(args.env, n, args.device, agents, k, cuda_graphs=not args.no_cuda_graphs)
                 for mode in args.mode:
-                    sec = measure(env, mode, steps=args.steps, repeats=args.repeats)
+                    sec = measure(env, mode, steps=args.steps, repeats=args.repeats,
+                                  track_traj_ids=args.collector_traj_ids)
                     row = dict(env=args.env, device=str(env.device), backend=env.backend, agents=env.num_agents,
                                cuda_graphs=not args.no_cuda_graphs,
                                k=k, num_envs=n, mode=mode, seconds_per_step=sec,

@@ -1,36 +1,70 @@
 """Tag (continuous) kernels: taggers chase runners on a square.
 
-Agents ``0 .. num_taggers-1`` are taggers, the rest runners. A step runs five
-phases with a barrier between each: move, detect tags (runners), score tags
-(taggers) and retire tagged runners, end-of-step bookkeeping (one thread per env),
-observe. A reset runs two: place agents, observe.
+Agents ``0 .. num_taggers-1`` are taggers, the rest runners. Phases, with a barrier
+between consecutive ones:
+
+* step: clear the grid counts, move, detect tags (runners), score tags (taggers) and
+  retire tagged runners, end-of-step bookkeeping (one thread per env), then the grid
+  (count, sum rows, cell starts, fill) and observe;
+* reset: clear the grid counts, place agents, the grid, observe.
+
+The k nearest neighbours are found on a uniform grid of ``G x G`` cells per env
+(``cells_per_side``, ~3 agents per cell, chosen by ``TagEnv``), rebuilt every
+kernel from the agents still in the game: ``count_cells`` bins each agent and takes
+a slot in its cell with ``atomic_add``; ``sum_rows`` and ``start_cells`` turn the
+counts into an exclusive scan (``cell_start``, one lane per row of cells, O(G)
+each); ``fill_cells`` writes every agent and its position at ``cell_start[cell] +
+slot`` (``cell_agent``, ``cell_pos``: the agents sorted by cell). ``observe`` then
+searches rings of cells around the agent's own cell, nearest rings first, and stops
+when it holds k candidates whose k-th distance is below what any agent outside the
+searched rings can have (the distance from the agent to the border of the searched
+square, minus a margin for rounding), or when the grid is exhausted. Candidates are
+ranked by ``(distance^2, index)``, so the order in which slots were taken (which
+varies on the GPU) does not change the result: it is exactly the brute-force one.
+``use_full_observation`` skips the grid.
 
 Observation of one agent (``6 + 7 * K + 1`` floats, ``K`` = agents observed):
 
 * own state: ``x / L``, ``y / L``, ``speed / max_speed``, ``acceleration / max_speed``,
   ``direction / 2pi``, type (1 tagger, 0 runner);
-* for each of the ``K`` nearest other agents still in the game, nearest first
-  (or all other agents in index order with ``use_full_observation``): relative
-  ``x``, ``y`` / ``(sqrt(2) L)``, relative speed and acceleration / ``max_speed``,
-  relative direction / ``2pi``, type, still-in-game; zeros where fewer remain;
+* for each of the ``K`` nearest other agents still in the game, nearest first, ties
+  broken by the lower index (or all other agents in index order with
+  ``use_full_observation``): relative ``x``, ``y`` / ``(sqrt(2) L)``, relative speed
+  and acceleration / ``max_speed``, relative direction / ``2pi``, type,
+  still-in-game; zeros where fewer remain;
 * the time step / ``episode_length``.
 
 An agent out of the game sees zeros.
 
 Arithmetic runs in float64 on float32 state (cos/sin too), so that the GPU and the
 CPU round to the same float32 values and trajectories agree across backends.
+Distances are float64 from float32 positions.
 """
 import math
 
 import numba
 
+from torchrl_warp.atomics import atomic_add
 from torchrl_warp.cuda.rng import randint, uniform
 
-__all__ = ["reset_agent", "move", "detect_tags", "score_tags", "end_of_step", "observe", "OWN_FEATURES", "NEIGHBOR_FEATURES"]
+__all__ = ["reset_agent", "move", "detect_tags", "score_tags", "end_of_step", "clear_cells", "count_cells",
+           "sum_rows", "start_cells", "fill_cells", "find_neighbors", "observe", "cells_per_side", "OWN_FEATURES",
+           "NEIGHBOR_FEATURES"]
 
 OWN_FEATURES = 6
 NEIGHBOR_FEATURES = 7
 _TWO_PI = 2.0 * math.pi
+#: agents per grid cell that ``cells_per_side`` aims at
+AGENTS_PER_CELL = 3.0
+
+
+def cells_per_side(num_agents: int) -> int:
+    """``G`` of the ``G x G`` neighbour-search grid: about ``AGENTS_PER_CELL`` agents per cell.
+
+    >>> cells_per_side(1000), cells_per_side(110), cells_per_side(3)
+    (18, 6, 1)
+    """
+    return max(1, round(math.sqrt(num_agents / AGENTS_PER_CELL)))
 
 
 @numba.njit
@@ -159,6 +193,77 @@ def end_of_step(env, agent, num_agents, step_count, in_game, done, terminated, t
     done[env] = term or trunc
 
 
+# ---- the neighbour-search grid --------------------------------------------------------
+@numba.njit
+def clear_cells(env, agent, num_agents, cell_count, cells_per_side):
+    """Zero the cell counts (lanes stride over cells)."""
+    for c in range(agent, cells_per_side * cells_per_side, num_agents):
+        cell_count[env, c] = 0
+
+
+@numba.njit
+def _cell_coordinate(v, cells_per_unit, g):
+    """``floor(v * cells_per_unit)`` clamped to ``[0, g - 1]`` (NaN: 0)."""
+    f = numba.float64(v) * cells_per_unit
+    if f >= g:
+        return g - 1
+    if f >= 0.0:
+        return min(int(f), g - 1)
+    return 0
+
+
+@numba.njit
+def count_cells(env, agent, pos, in_game, cell_count, agent_cell, agent_slot, cells_per_side, grid_length):
+    """Bin an agent in the game into its cell and take a slot there (``-1``: out of the game)."""
+    if not in_game[env, agent]:
+        agent_cell[env, agent] = -1
+        return
+    g = cells_per_side
+    per_unit = g / grid_length
+    c = _cell_coordinate(pos[env, agent, 1], per_unit, g) * g + _cell_coordinate(pos[env, agent, 0], per_unit, g)
+    agent_cell[env, agent] = c
+    agent_slot[env, agent] = atomic_add(cell_count, (env, c), 1)
+
+
+@numba.njit
+def sum_rows(env, agent, num_agents, cell_count, row_count, cells_per_side):
+    """Agents in each row of cells (lanes stride over rows)."""
+    g = cells_per_side
+    for row in range(agent, g, num_agents):
+        total = 0
+        for c in range(row * g, row * g + g):
+            total += cell_count[env, c]
+        row_count[env, row] = total
+
+
+@numba.njit
+def start_cells(env, agent, num_agents, cell_count, row_count, cell_start, cells_per_side):
+    """Exclusive scan of the counts: ``cell_start[c]`` is where cell ``c``'s agents begin in
+    ``cell_agent``; ``cell_start[G * G]`` is the number of agents in the game."""
+    g = cells_per_side
+    for row in range(agent, g, num_agents):
+        offset = 0
+        for r in range(row):
+            offset += row_count[env, r]
+        for c in range(row * g, row * g + g):
+            cell_start[env, c] = offset
+            offset += cell_count[env, c]
+        if row == g - 1:
+            cell_start[env, g * g] = offset
+
+
+@numba.njit
+def fill_cells(env, agent, pos, agent_cell, agent_slot, cell_start, cell_agent, cell_pos):
+    """Write the agent and its position into its cell's range of the sorted list."""
+    c = agent_cell[env, agent]
+    if c < 0:
+        return
+    i = cell_start[env, c] + agent_slot[env, agent]
+    cell_agent[env, i] = agent
+    cell_pos[env, i, 0] = pos[env, agent, 0]
+    cell_pos[env, i, 1] = pos[env, agent, 1]
+
+
 @numba.njit
 def _write_neighbor(observation, env, agent, base, o, pos, direction, speed, acceleration, in_game,
                     num_taggers, pos_scale, max_speed):
@@ -192,12 +297,107 @@ def _insert_neighbor(neighbor_distance, neighbor_index, env, agent, slots, fille
 
 
 @numba.njit
+def _scan_cells(cell_agent, cell_pos, neighbor_distance, neighbor_index, env, agent, begin, end, x, y, slots,
+                filled, worst_d2, worst):
+    """Offer the agents ``cell_agent[env, begin:end]`` to the sorted list; return its new
+    fill count and last entry."""
+    for i in range(begin, end):
+        o = cell_agent[env, i]
+        if o == agent:
+            continue
+        dx = numba.float64(cell_pos[env, i, 0]) - x
+        dy = numba.float64(cell_pos[env, i, 1]) - y
+        d2 = dx * dx + dy * dy
+        if filled == slots and (d2 > worst_d2 or (d2 == worst_d2 and o > worst)):
+            continue
+        filled, worst_d2, worst = _insert_neighbor(neighbor_distance, neighbor_index, env, agent, slots,
+                                                   filled, d2, o)
+    return filled, worst_d2, worst
+
+
+@numba.njit
+def find_neighbors(
+    env, agent, pos, in_game, neighbor_distance, neighbor_index, agent_cell, cell_start, cell_agent, cell_pos,
+    grid_length, cells_per_side,
+):
+    """The k nearest other agents in the game (``k = neighbor_index.shape[2]``), ordered by
+    ``(distance^2, index)``, into ``neighbor_index`` (``-1`` in slots beyond the agents found).
+
+    The k-th entry and the fill count live in registers; the sorted list in
+    ``neighbor_distance``/``neighbor_index`` (global scratch) is touched only on an
+    insertion. Candidates come from rings of grid cells around the agent's cell, nearest
+    first; the order does not matter to the result.
+    """
+    slots = neighbor_index.shape[2]
+    if not in_game[env, agent]:
+        return
+    x = numba.float64(pos[env, agent, 0])
+    y = numba.float64(pos[env, agent, 1])
+    filled = 0
+    worst_d2 = numba.float64(0.0)
+    worst = -1
+    g = cells_per_side
+    size = grid_length / g
+    margin = 1e-9 * grid_length  # >> the rounding of binning and of the bounds below
+    others = cell_start[env, g * g] - 1  # agents in the game besides this one
+    c = agent_cell[env, agent]
+    cx = c % g
+    cy = c // g
+    r = 0
+    while True:
+        x0 = max(cx - r, 0)
+        x1 = min(cx + r, g - 1)
+        y0 = max(cy - r, 0)
+        y1 = min(cy + r, g - 1)
+        for row in range(y0, y1 + 1):
+            # the ring's cells in this row: the whole row of the ring (one range of the
+            # sorted list) at its top and bottom, else its left and right cells
+            whole = row == cy - r or row == cy + r
+            for side in range(1 if whole else 2):
+                if whole:
+                    a, b = x0, x1
+                elif side == 0:
+                    a, b = cx - r, cx - r
+                else:
+                    a, b = cx + r, cx + r
+                if a < 0 or b >= g:
+                    continue
+                filled, worst_d2, worst = _scan_cells(
+                    cell_agent, cell_pos, neighbor_distance, neighbor_index, env, agent,
+                    cell_start[env, row * g + a], cell_start[env, row * g + b + 1], x, y, slots,
+                    filled, worst_d2, worst)
+        if filled == others:  # seen every agent in the game
+            break
+        if x0 == 0 and y0 == 0 and x1 == g - 1 and y1 == g - 1:  # the grid is exhausted
+            break
+        # Any agent not seen yet lies beyond a side of the searched square that has cells
+        # behind it, at least as far as that side (agents clamped into edge cells from
+        # outside the square lie beyond their cell too).
+        bound = 4.0 * grid_length * g  # > any side's distance; at least one side remains
+        if x0 > 0:
+            bound = min(bound, x - x0 * size)
+        if x1 < g - 1:
+            bound = min(bound, (x1 + 1) * size - x)
+        if y0 > 0:
+            bound = min(bound, y - y0 * size)
+        if y1 < g - 1:
+            bound = min(bound, (y1 + 1) * size - y)
+        bound -= margin
+        if filled == slots and bound > 0.0 and worst_d2 < bound * bound:
+            break
+        r += 1
+    for s in range(filled, slots):
+        neighbor_index[env, agent, s] = -1
+
+
+@numba.njit
 def observe(
     env, agent, num_agents, step_count, pos, direction, speed, acceleration, in_game, observation,
-    neighbor_distance, neighbor_index, agent_done, agent_terminated, agent_truncated, terminated,
-    truncated, num_taggers, grid_length, max_speed, episode_length, use_full_observation,
+    neighbor_index, agent_done, agent_terminated, agent_truncated, terminated, truncated, num_taggers,
+    grid_length, max_speed, episode_length, use_full_observation,
 ):
-    """Per-agent done flags and the observation (layout in the module docstring)."""
+    """Per-agent done flags and the observation (layout in the module docstring), the
+    neighbours from ``find_neighbors`` (or all agents with ``use_full_observation``)."""
     out = not in_game[env, agent]
     agent_terminated[env, agent] = out or terminated[env]
     agent_truncated[env, agent] = truncated[env]
@@ -216,43 +416,17 @@ def observe(
     observation[env, agent, dim - 1] = step_count[env] / episode_length
     pos_scale = 1.0 / (math.sqrt(2.0) * grid_length)
     slots = (dim - OWN_FEATURES - 1) // NEIGHBOR_FEATURES
-    filled = 0
-    if use_full_observation:
-        for o in range(num_agents):
-            if o == agent:
-                continue
-            base = OWN_FEATURES + NEIGHBOR_FEATURES * filled
-            if in_game[env, o]:
-                _write_neighbor(observation, env, agent, base, o, pos, direction, speed,
-                                acceleration, in_game, num_taggers, pos_scale, max_speed)
-            else:
-                for i in range(NEIGHBOR_FEATURES):
-                    observation[env, agent, base + i] = 0.0
-            filled += 1
-        return
-    # k nearest agents still in the game, in the order (distance^2, index): the result does
-    # not depend on the order candidates are visited in (ties: lower index first). The
-    # k-th entry and the fill count live in registers; the sorted list in
-    # neighbor_distance/neighbor_index (global scratch) is touched only on an insertion.
-    x = numba.float64(pos[env, agent, 0])
-    y = numba.float64(pos[env, agent, 1])
-    worst_d2 = numba.float64(0.0)
-    worst = -1
-    for o in range(num_agents):
-        if o == agent or not in_game[env, o]:
-            continue
-        dx = numba.float64(pos[env, o, 0]) - x
-        dy = numba.float64(pos[env, o, 1]) - y
-        d2 = dx * dx + dy * dy
-        if filled == slots and (d2 > worst_d2 or (d2 == worst_d2 and o > worst)):
-            continue
-        filled, worst_d2, worst = _insert_neighbor(neighbor_distance, neighbor_index, env, agent, slots,
-                                                   filled, d2, o)
     for s in range(slots):
         base = OWN_FEATURES + NEIGHBOR_FEATURES * s
-        if s < filled:
-            _write_neighbor(observation, env, agent, base, neighbor_index[env, agent, s], pos,
-                            direction, speed, acceleration, in_game, num_taggers, pos_scale, max_speed)
+        if use_full_observation:
+            o = s if s < agent else s + 1  # every other agent, in index order
+            if not in_game[env, o]:
+                o = -1
+        else:
+            o = neighbor_index[env, agent, s]
+        if o >= 0:
+            _write_neighbor(observation, env, agent, base, o, pos, direction, speed, acceleration, in_game,
+                            num_taggers, pos_scale, max_speed)
         else:
             for i in range(NEIGHBOR_FEATURES):
                 observation[env, agent, base + i] = 0.0

@@ -1,5 +1,7 @@
 """Tag (continuous): WarpDrive's benchmark environment, as a TorchRL env.
 
+The kernels (phases, the k-nearest grid search) are in :mod:`torchrl_warp.cuda.tag`.
+
 Examples:
     >>> env = TagEnv(num_envs=4, num_taggers=2, num_runners=5, num_other_agents_observed=3)
     >>> env.observation_spec["taggers", "observation"].shape   # 6 + 7 * 3 + 1 features
@@ -36,7 +38,14 @@ class TagEnv(WarpEnv):
     runner is left and is truncated after ``episode_length`` steps. The
     observation layout is documented in :mod:`torchrl_warp.cuda.tag`.
 
-    Any number of agents works: lanes of a CUDA block stride over agents.
+    Any number of agents works: lanes of a CUDA block stride over agents. Each agent
+    observes its ``num_other_agents_observed`` nearest (exactly those a brute-force
+    scan would pick, ties to the lower index), found on a grid of
+    ``cells_per_side(n) ** 2`` cells per env (about 3 agents per cell, the constant
+    ``cells_per_side``) rebuilt every step: the search looks at a few cells around the
+    agent instead of all ``n`` agents. The grid's scratch fields (``cell_*``,
+    ``row_count``, ``agent_cell``, ``agent_slot``) are part of ``env.state``; none
+    exist with ``use_full_observation``.
     """
 
     defaults = {
@@ -84,8 +93,16 @@ class TagEnv(WarpEnv):
 
     def _layout(self, p):
         n = p.num_taggers + p.num_runners
-        k = n - 1 if p.use_full_observation else p.num_other_agents_observed
+        full = p.use_full_observation
+        k = n - 1 if full else p.num_other_agents_observed
+        # the k-nearest search's grid: G x G cells per env (none with the full observation)
+        g = 1 if full else kernels.cells_per_side(n)
+        cells = 0 if full else g * g
+        scratch = 0 if full else n
         agent = dict(per_agent=True)
+        grid = () if full else (kernels.count_cells, kernels.sum_rows, kernels.start_cells, kernels.fill_cells,
+                                 kernels.find_neighbors)
+        clear = () if full else (kernels.clear_cells,)
         return Layout(
             groups={"taggers": p.num_taggers, "runners": p.num_runners},
             observation_shape=(kernels.OWN_FEATURES + kernels.NEIGHBOR_FEATURES * k + 1,),
@@ -99,17 +116,30 @@ class TagEnv(WarpEnv):
                 Field("acceleration", **agent),
                 Field("in_game", dtype=torch.bool, **agent),
                 Field("tagged_by", dtype=torch.int32, **agent),
-                # scratch space of the k-nearest search
-                Field("neighbor_distance", (0 if p.use_full_observation else k,), torch.float64, **agent),
-                Field("neighbor_index", (0 if p.use_full_observation else k,), torch.int32, **agent),
+                # scratch space of the k-nearest search: the sorted list of each agent
+                Field("neighbor_distance", (0 if full else k,), torch.float64, **agent),
+                Field("neighbor_index", (0 if full else k,), torch.int32, **agent),
+                # scratch space of the grid (cuda/tag.py): agents per cell, per row of cells,
+                # where each cell's agents begin in cell_agent (+ the total at the end), the
+                # agents in the game sorted by cell and their positions, each agent's cell
+                # (-1: out of the game) and slot in it
+                Field("cell_count", (cells,), torch.int32),
+                Field("row_count", (0 if full else g,), torch.int32),
+                Field("cell_start", (cells + (0 if full else 1),), torch.int32),
+                Field("cell_agent", (scratch,), torch.int32),
+                Field("cell_pos", (scratch, 2), torch.float32),
+                Field("agent_cell", (scratch,), torch.int32),  # [E, N] (or [E, 0]: same ndim)
+                Field("agent_slot", (scratch,), torch.int32),
             ],
-            reset=(kernels.reset_agent, kernels.observe),
-            step=(kernels.move, kernels.detect_tags, kernels.score_tags, kernels.end_of_step, kernels.observe),
+            reset=clear + (kernels.reset_agent,) + grid + (kernels.observe,),
+            step=clear + (kernels.move, kernels.detect_tags, kernels.score_tags, kernels.end_of_step)
+            + grid + (kernels.observe,),
             agent_done=True,
             constants={
                 "acceleration_actions": action_table(p.max_acceleration, p.num_acceleration_levels),
                 "turn_actions": action_table(p.max_turn, p.num_turn_levels),
                 "tag_radius": p.tagging_distance * p.grid_length,
+                "cells_per_side": g,
             },
         )
 

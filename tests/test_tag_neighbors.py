@@ -52,18 +52,39 @@ def observe(env, pos, in_game=None):
     direction = s["direction"].numpy().copy()
     env.step(env.full_action_spec.zero())
     assert (s["pos"].numpy() == pos).all() and (s["in_game"].numpy() == in_game).all()
+    ref = dict(pos=pos, in_game=in_game, speed=np.zeros((E, N), np.float32),
+               acceleration=np.zeros((E, N), np.float32), direction=direction,
+               step_count=np.ones(E, np.int32))
+    check(env, ref)
+    return s["observation"].numpy()
+
+
+def check(env, ref):
+    """The grid, the neighbour lists and the observation of ``env`` against ``ref`` (numpy state)."""
+    s = env.state
+    pos, in_game = ref["pos"], ref["in_game"]
+    E, N = in_game.shape
+    g = env.layout.constants["cells_per_side"]
+    start, agents = s["cell_start"].numpy(), s["cell_agent"].numpy()
+    for e in range(E):  # the grid: agents in the game, sorted by cell, each in the cell of its position
+        assert start[e, -1] == in_game[e].sum() and (np.diff(start[e]) >= 0).all()
+        listed = agents[e, :start[e, -1]]
+        assert sorted(listed.tolist()) == np.flatnonzero(in_game[e]).tolist()
+        cells = np.repeat(np.arange(g * g), np.diff(start[e]))
+        per_unit = g / env.params.grid_length  # as the kernel computes it
+        col = np.clip(np.floor(pos[e, listed, 0].astype(np.float64) * per_unit), 0, g - 1)
+        row = np.clip(np.floor(pos[e, listed, 1].astype(np.float64) * per_unit), 0, g - 1)
+        np.testing.assert_array_equal(cells, row * g + col)
     k = env.params.num_other_agents_observed
     expected = brute_force(pos, in_game, k)
     got = s["neighbor_index"].numpy()
     for e in range(E):
         for a in range(N):
+            if not in_game[e, a]:
+                continue
             n = len(expected[e][a])
-            assert got[e, a, :n].tolist() == expected[e][a], (e, a)
-    ref = dict(pos=pos, in_game=in_game, speed=np.zeros((E, N), np.float32),
-               acceleration=np.zeros((E, N), np.float32), direction=direction,
-               step_count=np.ones(E, np.int32))
+            assert got[e, a].tolist() == expected[e][a] + [-1] * (k - n), (e, a)
     np.testing.assert_allclose(s["observation"].numpy(), reference_observation(ref, env.params), atol=1e-5)
-    return s["observation"].numpy()
 
 
 @pytest.mark.parametrize("k", [1, 2, 10])
@@ -118,6 +139,19 @@ def test_exact_distance_ties():
     assert env.state["neighbor_index"][0, 0].tolist() == [1, 2, 3, 4, 5]
 
 
+def test_tie_across_the_border_of_the_searched_cells():
+    """The k-th candidate found in the own cell ties with one just across the cell border,
+    which has the lower index: the search must look beyond a bound it merely equals."""
+    env = make_env(1, 2, 38, 1)
+    assert env.layout.constants["cells_per_side"] == 4  # cells of 5 x 5 on the 20 x 20 square
+    pos = np.tile([19.0, 19.0], (40, 1)) - np.arange(40)[:, None] * 0.01  # far away, distinct
+    pos[5] = [7.5, 7.5]    # the observer, at the centre of cell (1, 1)
+    pos[10] = [6.0, 9.5]   # same cell, 2.5 away (1.5, 2 -> 2.5: exact)
+    pos[3] = [10.0, 7.5]   # on the border with cell (2, 1), 2.5 away: wins the tie
+    observe(env, pos)
+    assert env.state["neighbor_index"][0, 5, 0].item() == 3
+
+
 def test_most_runners_out_and_fewer_candidates_than_k():
     env = make_env(3, 2, 60, 10)
     rng = np.random.default_rng(11)
@@ -131,6 +165,15 @@ def test_most_runners_out_and_fewer_candidates_than_k():
     slot = lambda s: slice(6 + 7 * s, 13 + 7 * s)
     assert (obs[1, 0, slot(4)] != 0).any() and (obs[1, 0, slot(5)] == 0).all()
     assert (obs[2, 0, slot(9)] != 0).any()
+
+
+def test_reset_observes_through_the_grid():
+    env = TagEnv(num_envs=3, num_taggers=5, num_runners=300, num_other_agents_observed=3, seed=9)
+    env.reset()
+    s = {k: env.state[k].numpy().copy() for k in ("pos", "in_game", "speed", "acceleration", "direction",
+                                                   "step_count")}
+    assert s["in_game"].all() and (s["step_count"] == 0).all()
+    check(env, s)
 
 
 @pytest.mark.sim

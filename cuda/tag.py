@@ -3,10 +3,16 @@
 Agents ``0 .. num_taggers-1`` are taggers, the rest runners. Phases, with a barrier
 between consecutive ones:
 
-* step: clear the grid counts, move, detect tags (runners), score tags (taggers) and
-  retire tagged runners, end-of-step bookkeeping (one thread per env), then the grid
-  (count, sum rows, cell starts, fill) and observe;
-* reset: clear the grid counts, place agents, the grid, observe.
+* step: ``clear_counts``, ``move``, ``detect_tags`` (runners find their nearest
+  tagger, which counts them), ``score_tags`` (taggers score, tagged runners leave the
+  game, runners left count themselves), ``end_of_step`` (one lane per env: done
+  flags), the grid (``count_cells``, ``sum_rows``, ``start_cells``, ``fill_cells``),
+  ``find_neighbors``, ``observe``;
+* reset: ``clear_counts``, ``reset_agent``, the grid, ``find_neighbors``, ``observe``.
+
+Counts that many agents add to (tags per tagger, runners left, agents per cell) use
+``atomic_add`` on integers, zeroed by ``clear_counts``; every other write is an
+agent's own entry, or a per-env entry written by agent 0.
 
 The k nearest neighbours are found on a uniform grid of ``G x G`` cells per env
 (``cells_per_side``, ~3 agents per cell, chosen by ``TagEnv``), rebuilt every
@@ -14,14 +20,15 @@ kernel from the agents still in the game: ``count_cells`` bins each agent and ta
 a slot in its cell with ``atomic_add``; ``sum_rows`` and ``start_cells`` turn the
 counts into an exclusive scan (``cell_start``, one lane per row of cells, O(G)
 each); ``fill_cells`` writes every agent and its position at ``cell_start[cell] +
-slot`` (``cell_agent``, ``cell_pos``: the agents sorted by cell). ``observe`` then
-searches rings of cells around the agent's own cell, nearest rings first, and stops
-when it holds k candidates whose k-th distance is below what any agent outside the
-searched rings can have (the distance from the agent to the border of the searched
-square, minus a margin for rounding), or when the grid is exhausted. Candidates are
-ranked by ``(distance^2, index)``, so the order in which slots were taken (which
-varies on the GPU) does not change the result: it is exactly the brute-force one.
-``use_full_observation`` skips the grid.
+slot`` (``cell_agent``, ``cell_pos``: the agents sorted by cell).
+``find_neighbors`` then searches rings of cells around the agent's own cell, nearest
+rings first, and stops when it holds k candidates whose k-th distance is below what
+any agent outside the searched rings can have (the distance from the agent to the
+nearest side of the searched square with cells behind it, minus a margin for
+rounding), or when it has seen every agent in the game. Candidates are ranked by
+``(distance^2, index)``, so the order in which slots were taken (which varies on the
+GPU) does not change the result: it is exactly the brute-force one.
+``use_full_observation`` has no grid: ``observe`` lists every other agent.
 
 Observation of one agent (``6 + 7 * K + 1`` floats, ``K`` = agents observed):
 
@@ -47,7 +54,7 @@ import numba
 from torchrl_warp.atomics import atomic_add
 from torchrl_warp.cuda.rng import randint, uniform
 
-__all__ = ["reset_agent", "move", "detect_tags", "score_tags", "end_of_step", "clear_cells", "count_cells",
+__all__ = ["reset_agent", "move", "detect_tags", "score_tags", "end_of_step", "clear_counts", "count_cells",
            "sum_rows", "start_cells", "fill_cells", "find_neighbors", "observe", "cells_per_side", "OWN_FEATURES",
            "NEIGHBOR_FEATURES"]
 
@@ -140,8 +147,11 @@ def move(
 
 
 @numba.njit
-def detect_tags(env, agent, pos, in_game, tagged_by, reward, num_taggers, tag_radius, tag_penalty_for_runner):
-    """A runner in the game is tagged by its nearest tagger if closer than ``tag_radius``."""
+def detect_tags(env, agent, pos, in_game, tagged_by, tag_count, reward, num_taggers, tag_radius,
+                tag_penalty_for_runner):
+    """A runner in the game is tagged by its nearest tagger if closer than ``tag_radius``
+    (``tagged_by``); the tagger counts it (``tag_count``, atomically: several runners may
+    be tagged by one tagger)."""
     tagged_by[env, agent] = -1
     if agent < num_taggers or not in_game[env, agent]:
         return
@@ -159,34 +169,31 @@ def detect_tags(env, agent, pos, in_game, tagged_by, reward, num_taggers, tag_ra
     if best >= 0 and best_d2 < tag_radius * tag_radius:
         tagged_by[env, agent] = best
         reward[env, agent] += tag_penalty_for_runner
+        atomic_add(tag_count, (env, best), 1)
 
 
 @numba.njit
 def score_tags(
-    env, agent, num_agents, in_game, tagged_by, reward, num_taggers, tag_reward_for_tagger,
+    env, agent, in_game, tagged_by, tag_count, runners_left, reward, num_taggers, tag_reward_for_tagger,
     runner_exits_game_after_tagged,
 ):
-    """Taggers count the runners they tagged (no atomics: each reads all runners)."""
+    """Taggers score the runners they tagged; tagged runners leave the game if the rules
+    say so; runners still in the game count themselves (``runners_left``, atomically)."""
     if agent < num_taggers:
-        count = 0
-        for r in range(num_taggers, num_agents):
-            if tagged_by[env, r] == agent:
-                count += 1
-        reward[env, agent] += count * tag_reward_for_tagger
-    elif runner_exits_game_after_tagged and tagged_by[env, agent] >= 0:
+        reward[env, agent] += tag_count[env, agent] * tag_reward_for_tagger
+        return
+    if runner_exits_game_after_tagged and tagged_by[env, agent] >= 0:
         in_game[env, agent] = False
+    if in_game[env, agent]:
+        atomic_add(runners_left, env, 1)
 
 
 @numba.njit
-def end_of_step(env, agent, num_agents, step_count, in_game, done, terminated, truncated, num_taggers, episode_length):
-    """One thread per env: terminated when no runner is left, truncated at the time limit."""
+def end_of_step(env, agent, step_count, runners_left, done, terminated, truncated, episode_length):
+    """One lane per env: terminated when no runner is left, truncated at the time limit."""
     if agent != 0:
         return
-    left = 0
-    for r in range(num_taggers, num_agents):
-        if in_game[env, r]:
-            left += 1
-    term = left == 0
+    term = runners_left[env] == 0
     trunc = step_count[env] >= episode_length
     terminated[env] = term
     truncated[env] = trunc
@@ -195,9 +202,13 @@ def end_of_step(env, agent, num_agents, step_count, in_game, done, terminated, t
 
 # ---- the neighbour-search grid --------------------------------------------------------
 @numba.njit
-def clear_cells(env, agent, num_agents, cell_count, cells_per_side):
-    """Zero the cell counts (lanes stride over cells)."""
-    for c in range(agent, cells_per_side * cells_per_side, num_agents):
+def clear_counts(env, agent, num_agents, tag_count, runners_left, cell_count):
+    """Zero what later phases count with ``atomic_add``: each agent's tags, the runners
+    left (agent 0), the grid's cell counts (lanes stride over cells; none without a grid)."""
+    tag_count[env, agent] = 0
+    if agent == 0:
+        runners_left[env] = 0
+    for c in range(agent, cell_count.shape[1], num_agents):
         cell_count[env, c] = 0
 
 

@@ -102,7 +102,6 @@ class TagEnv(WarpEnv):
         agent = dict(per_agent=True)
         grid = () if full else (kernels.count_cells, kernels.sum_rows, kernels.start_cells, kernels.fill_cells,
                                  kernels.find_neighbors)
-        clear = () if full else (kernels.clear_cells,)
         return Layout(
             groups={"taggers": p.num_taggers, "runners": p.num_runners},
             observation_shape=(kernels.OWN_FEATURES + kernels.NEIGHBOR_FEATURES * k + 1,),
@@ -116,6 +115,9 @@ class TagEnv(WarpEnv):
                 Field("acceleration", **agent),
                 Field("in_game", dtype=torch.bool, **agent),
                 Field("tagged_by", dtype=torch.int32, **agent),
+                # counted with atomics in a step: runners each tagger tagged, runners left
+                Field("tag_count", dtype=torch.int32, **agent),
+                Field("runners_left", dtype=torch.int32),
                 # scratch space of the k-nearest search: the sorted list of each agent
                 Field("neighbor_distance", (0 if full else k,), torch.float64, **agent),
                 Field("neighbor_index", (0 if full else k,), torch.int32, **agent),
@@ -131,9 +133,9 @@ class TagEnv(WarpEnv):
                 Field("agent_cell", (scratch,), torch.int32),  # [E, N] (or [E, 0]: same ndim)
                 Field("agent_slot", (scratch,), torch.int32),
             ],
-            reset=clear + (kernels.reset_agent,) + grid + (kernels.observe,),
-            step=clear + (kernels.move, kernels.detect_tags, kernels.score_tags, kernels.end_of_step)
-            + grid + (kernels.observe,),
+            reset=(kernels.clear_counts, kernels.reset_agent) + grid + (kernels.observe,),
+            step=(kernels.clear_counts, kernels.move, kernels.detect_tags, kernels.score_tags,
+                  kernels.end_of_step) + grid + (kernels.observe,),
             agent_done=True,
             constants={
                 "acceleration_actions": action_table(p.max_acceleration, p.num_acceleration_levels),

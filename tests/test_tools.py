@@ -25,16 +25,27 @@ def test_bench_cli_measures_every_mode(tmp_path):
     assert saved["results"] == rows and saved["meta"]["torch"] == torch.__version__
 
 
-def test_multicategorical_logits_matches_independent_categoricals():
-    logits = torch.randn(4, 3, 5 + 2)
-    dist = MultiCategoricalLogits(logits, nvec=(5, 2))
+@pytest.mark.parametrize("nvec", [(5, 2), (4, 4)], ids=["unequal", "equal"])  # two code paths
+def test_multicategorical_logits_matches_independent_categoricals(nvec):
+    n0 = nvec[0]
+    logits = torch.randn(4, 3, sum(nvec))
+    dist = MultiCategoricalLogits(logits, nvec=nvec)
     a = dist.sample((6,))
-    assert a.shape == (6, 4, 3, 2) and a[..., 0].max() < 5 and a[..., 1].max() < 2
-    first = torch.distributions.Categorical(logits=logits[..., :5])
-    second = torch.distributions.Categorical(logits=logits[..., 5:])
+    assert a.shape == (6, 4, 3, 2) and a[..., 0].max() < nvec[0] and a[..., 1].max() < nvec[1]
+    first = torch.distributions.Categorical(logits=logits[..., :n0])
+    second = torch.distributions.Categorical(logits=logits[..., n0:])
     torch.testing.assert_close(dist.log_prob(a), first.log_prob(a[..., 0]) + second.log_prob(a[..., 1]))
     torch.testing.assert_close(dist.entropy(), first.entropy() + second.entropy())
-    assert torch.equal(dist.mode, torch.stack([logits[..., :5].argmax(-1), logits[..., 5:].argmax(-1)], -1))
+    assert torch.equal(dist.mode, torch.stack([logits[..., :n0].argmax(-1), logits[..., n0:].argmax(-1)], -1))
+    # sampling follows the probabilities (Gumbel-max): frequencies of 200k draws of one agent
+    draws = MultiCategoricalLogits(logits[0, 0], nvec=nvec).sample((200_000,))
+    for dim, d in enumerate((first, second)):
+        freq = torch.bincount(draws[:, dim], minlength=nvec[dim]).float() / draws.shape[0]
+        torch.testing.assert_close(freq, d.probs[0, 0], atol=0.005, rtol=0)
+    # log_prob is differentiable (the PPO loss needs it); sampling is not
+    logits.requires_grad_(True)
+    MultiCategoricalLogits(logits, nvec=nvec).log_prob(a[0]).sum().backward()
+    assert logits.grad.abs().sum() > 0
     with pytest.raises(ValueError, match="expected sum\\(nvec\\)=7"):
         MultiCategoricalLogits(torch.zeros(2, 6), nvec=(5, 2))
 

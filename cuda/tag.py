@@ -22,7 +22,8 @@ counts into an exclusive scan (``cell_start``, one lane per row of cells, O(G)
 each); ``fill_cells`` writes every agent and its position at ``cell_start[cell] +
 slot`` (``cell_agent``, ``cell_pos``: the agents sorted by cell).
 ``find_neighbors`` then searches rings of cells around the agent's own cell, nearest
-rings first, and stops when it holds k candidates whose k-th distance is below what
+rings first (once it holds k candidates, only the cells of a ring within the k-th
+distance), and stops when it holds k candidates whose k-th distance is below what
 any agent outside the searched rings can have (the distance from the agent to the
 nearest side of the searched square with cells behind it, minus a margin for
 rounding), or when it has seen every agent in the game. Candidates are ranked by
@@ -337,7 +338,8 @@ def find_neighbors(
     The k-th entry and the fill count live in registers; the sorted list in
     ``neighbor_distance``/``neighbor_index`` (global scratch) is touched only on an
     insertion. Candidates come from rings of grid cells around the agent's cell, nearest
-    first; the order does not matter to the result.
+    first (once k are held, each row of a ring trimmed to the cells within the k-th
+    distance); the order does not matter to the result.
     """
     slots = neighbor_index.shape[2]
     if not in_game[env, agent]:
@@ -361,6 +363,22 @@ def find_neighbors(
         y0 = max(cy - r, 0)
         y1 = min(cy + r, g - 1)
         for row in range(y0, y1 + 1):
+            lo = 0
+            hi = g - 1
+            if filled == slots:
+                # Once k are held, only cells within the k-th distance of the agent can
+                # improve on them: trim the row to the columns within reach (with the
+                # agent clamped into the square, as binning clamps every agent; by a
+                # margin, so that a candidate tying with the k-th is never skipped).
+                yc = min(max(y, 0.0), grid_length)  # the agent clamped into the square
+                dy = max(row * size - yc, yc - (row + 1) * size) - margin
+                reach2 = worst_d2 - (dy * dy if dy > 0.0 else 0.0)
+                if reach2 < 0.0:
+                    continue
+                w = math.sqrt(reach2) + margin
+                xc = min(max(x, 0.0), grid_length)
+                lo = _cell_coordinate(xc - w, g / grid_length, g)
+                hi = _cell_coordinate(xc + w, g / grid_length, g)
             # the ring's cells in this row: the whole row of the ring (one range of the
             # sorted list) at its top and bottom, else its left and right cells
             whole = row == cy - r or row == cy + r
@@ -371,7 +389,9 @@ def find_neighbors(
                     a, b = cx - r, cx - r
                 else:
                     a, b = cx + r, cx + r
-                if a < 0 or b >= g:
+                a = max(a, lo)  # lo >= 0 and hi <= g - 1: side cells outside the grid
+                b = min(b, hi)  # come out empty too
+                if a > b:
                     continue
                 filled, worst_d2, worst = _scan_cells(
                     cell_agent, cell_pos, neighbor_distance, neighbor_index, env, agent,

@@ -140,16 +140,20 @@ def test_exact_distance_ties():
 
 
 def test_tie_across_the_border_of_the_searched_cells():
-    """The k-th candidate found in the own cell ties with one just across the cell border,
-    which has the lower index: the search must look beyond a bound it merely equals."""
-    env = make_env(1, 2, 38, 1)
+    """The k-th candidate found in the own cell ties with one just across a cell border,
+    which has the lower index: the search must look beyond a bound it merely equals, and
+    must not trim away a row of cells that the k-th distance just reaches."""
+    env = make_env(2, 2, 38, 1)
     assert env.layout.constants["cells_per_side"] == 4  # cells of 5 x 5 on the 20 x 20 square
-    pos = np.tile([19.0, 19.0], (40, 1)) - np.arange(40)[:, None] * 0.01  # far away, distinct
-    pos[5] = [7.5, 7.5]    # the observer, at the centre of cell (1, 1)
-    pos[10] = [6.0, 9.5]   # same cell, 2.5 away (1.5, 2 -> 2.5: exact)
-    pos[3] = [10.0, 7.5]   # on the border with cell (2, 1), 2.5 away: wins the tie
+    pos = np.tile([19.0, 19.0], (2, 40, 1)) - np.arange(40)[:, None] * 0.01  # far away, distinct
+    pos[:, 5] = [7.5, 7.5]    # env 0: the observer, at the centre of cell (1, 1)
+    pos[:, 10] = [6.0, 9.5]   # same cell, 2.5 away (1.5, 2 -> 2.5: exact)
+    pos[0, 3] = [10.0, 7.5]   # on the border with cell (2, 1), 2.5 away: wins the tie
+    pos[1, 5] = [8.5, 7.5]    # env 1: the observer off centre; 10 is 2.5 away again
+    pos[1, 10] = [7.0, 9.5]
+    pos[1, 3] = [8.5, 10.0]   # on the border with row 2, 2.5 away: the row's reach is 0
     observe(env, pos)
-    assert env.state["neighbor_index"][0, 5, 0].item() == 3
+    assert env.state["neighbor_index"][:, 5, 0].tolist() == [3, 3]
 
 
 def test_most_runners_out_and_fewer_candidates_than_k():

@@ -309,14 +309,14 @@ def _insert_neighbor(neighbor_distance, neighbor_index, env, agent, slots, fille
 
 
 @numba.njit
-def _scan_cells(cell_agent, cell_pos, neighbor_distance, neighbor_index, env, agent, begin, end, x, y, slots,
-                filled, worst_d2, worst):
-    """Offer the agents ``cell_agent[env, begin:end]`` to the sorted list; return its new
-    fill count and last entry."""
+def _scan_cells(cell_agent, cell_pos, neighbor_distance, neighbor_index, env, agent, me, begin, end, x, y,
+                slots, filled, worst_d2, worst):
+    """Offer the agents ``cell_agent[env, begin:end]`` but the searching one (at ``me`` in
+    that list) to its sorted list; return the list's new fill count and last entry."""
     for i in range(begin, end):
-        o = cell_agent[env, i]
-        if o == agent:
+        if i == me:
             continue
+        o = cell_agent[env, i]
         dx = numba.float64(cell_pos[env, i, 0]) - x
         dy = numba.float64(cell_pos[env, i, 1]) - y
         d2 = dx * dx + dy * dy
@@ -329,8 +329,8 @@ def _scan_cells(cell_agent, cell_pos, neighbor_distance, neighbor_index, env, ag
 
 @numba.njit
 def find_neighbors(
-    env, agent, pos, in_game, neighbor_distance, neighbor_index, agent_cell, cell_start, cell_agent, cell_pos,
-    grid_length, cells_per_side,
+    env, agent, neighbor_distance, neighbor_index, agent_cell, cell_start, cell_agent, cell_pos, grid_length,
+    cells_per_side,
 ):
     """The k nearest other agents in the game (``k = neighbor_index.shape[2]``), ordered by
     ``(distance^2, index)``, into ``neighbor_index`` (``-1`` in slots beyond the agents found).
@@ -340,16 +340,23 @@ def find_neighbors(
     insertion. Candidates come from rings of grid cells around the agent's cell, nearest
     first (once k are held, each row of a ring trimmed to the cells within the k-th
     distance); the order does not matter to the result.
+
+    The ``i``-th call searches for the agent at ``cell_agent[env, i]``, not for agent
+    ``i``: consecutive lanes (a warp) then search around neighbouring cells, reading
+    the same cells, with similar trip counts. Each agent in the game is still searched
+    for exactly once, and writes only its own entries.
     """
     slots = neighbor_index.shape[2]
-    if not in_game[env, agent]:
+    g = cells_per_side
+    if agent >= cell_start[env, g * g]:  # agents in the game, sorted by cell
         return
-    x = numba.float64(pos[env, agent, 0])
-    y = numba.float64(pos[env, agent, 1])
+    me = agent  # this call's place in the sorted list,
+    agent = cell_agent[env, me]  # and the agent it searches for
+    x = numba.float64(cell_pos[env, me, 0])
+    y = numba.float64(cell_pos[env, me, 1])
     filled = 0
     worst_d2 = numba.float64(0.0)
     worst = -1
-    g = cells_per_side
     size = grid_length / g
     margin = 1e-9 * grid_length  # >> the rounding of binning and of the bounds below
     others = cell_start[env, g * g] - 1  # agents in the game besides this one
@@ -394,7 +401,7 @@ def find_neighbors(
                 if a > b:
                     continue
                 filled, worst_d2, worst = _scan_cells(
-                    cell_agent, cell_pos, neighbor_distance, neighbor_index, env, agent,
+                    cell_agent, cell_pos, neighbor_distance, neighbor_index, env, agent, me,
                     cell_start[env, row * g + a], cell_start[env, row * g + b + 1], x, y, slots,
                     filled, worst_d2, worst)
         if filled == others:  # seen every agent in the game

@@ -181,8 +181,9 @@ def test_reset_observes_through_the_grid():
 
 
 @pytest.mark.sim
-def test_tiny_grid_with_ties_and_agents_out():
-    env = make_env(2, 2, 8, 3)
+@pytest.mark.parametrize("k", [3, 6])  # the search starts with the own cell / the 3 x 3 block
+def test_tiny_grid_with_ties_and_agents_out(k):
+    env = make_env(2, 2, 8, k)
     pos = np.array([[5, 5], [15, 15], [5, 6], [5, 4], [6, 5], [4, 5], [10, 10], [20, 20], [0, 20], [14, 15]])
     in_game = np.ones((2, 10), bool)
     in_game[1, [2, 4, 9]] = False

@@ -22,8 +22,7 @@ counts into an exclusive scan (``cell_start``, one lane per row of cells, O(G)
 each); ``fill_cells`` writes every agent and its position at ``cell_start[cell] +
 slot`` (``cell_agent``, ``cell_pos``: the agents sorted by cell).
 ``find_neighbors`` then searches rings of cells around the agent's own cell, nearest
-rings first (once it holds k candidates, only the cells of a ring within the k-th
-distance), and stops when it holds k candidates whose k-th distance is below what
+rings first, and stops when it holds k candidates whose k-th distance is below what
 any agent outside the searched rings can have (the distance from the agent to the
 nearest side of the searched square with cells behind it, minus a margin for
 rounding), or when it has seen every agent in the game. Candidates are ranked by
@@ -309,14 +308,14 @@ def _insert_neighbor(neighbor_distance, neighbor_index, env, agent, slots, fille
 
 
 @numba.njit
-def _scan_cells(cell_agent, cell_pos, neighbor_distance, neighbor_index, env, agent, me, begin, end, x, y,
-                slots, filled, worst_d2, worst):
-    """Offer the agents ``cell_agent[env, begin:end]`` but the searching one (at ``me`` in
-    that list) to its sorted list; return the list's new fill count and last entry."""
+def _scan_cells(cell_agent, cell_pos, neighbor_distance, neighbor_index, env, agent, begin, end, x, y, slots,
+                filled, worst_d2, worst):
+    """Offer the agents ``cell_agent[env, begin:end]`` to the sorted list; return its new
+    fill count and last entry."""
     for i in range(begin, end):
-        if i == me:
-            continue
         o = cell_agent[env, i]
+        if o == agent:
+            continue
         dx = numba.float64(cell_pos[env, i, 0]) - x
         dy = numba.float64(cell_pos[env, i, 1]) - y
         d2 = dx * dx + dy * dy
@@ -329,8 +328,8 @@ def _scan_cells(cell_agent, cell_pos, neighbor_distance, neighbor_index, env, ag
 
 @numba.njit
 def find_neighbors(
-    env, agent, neighbor_distance, neighbor_index, agent_cell, cell_start, cell_agent, cell_pos, grid_length,
-    cells_per_side,
+    env, agent, pos, in_game, neighbor_distance, neighbor_index, agent_cell, cell_start, cell_agent, cell_pos,
+    grid_length, cells_per_side,
 ):
     """The k nearest other agents in the game (``k = neighbor_index.shape[2]``), ordered by
     ``(distance^2, index)``, into ``neighbor_index`` (``-1`` in slots beyond the agents found).
@@ -338,61 +337,33 @@ def find_neighbors(
     The k-th entry and the fill count live in registers; the sorted list in
     ``neighbor_distance``/``neighbor_index`` (global scratch) is touched only on an
     insertion. Candidates come from rings of grid cells around the agent's cell, nearest
-    first (once k are held, each row of a ring trimmed to the cells within the k-th
-    distance); the order does not matter to the result.
-
-    The ``i``-th call searches for the agent at ``cell_agent[env, i]``, not for agent
-    ``i``: consecutive lanes (a warp) then search around neighbouring cells, reading
-    the same cells, with similar trip counts. Each agent in the game is still searched
-    for exactly once, and writes only its own entries.
+    first; the order does not matter to the result.
     """
     slots = neighbor_index.shape[2]
-    g = cells_per_side
-    if agent >= cell_start[env, g * g]:  # agents in the game, sorted by cell
+    if not in_game[env, agent]:
         return
-    me = agent  # this call's place in the sorted list,
-    agent = cell_agent[env, me]  # and the agent it searches for
-    x = numba.float64(cell_pos[env, me, 0])
-    y = numba.float64(cell_pos[env, me, 1])
+    x = numba.float64(pos[env, agent, 0])
+    y = numba.float64(pos[env, agent, 1])
     filled = 0
     worst_d2 = numba.float64(0.0)
     worst = -1
+    g = cells_per_side
     size = grid_length / g
     margin = 1e-9 * grid_length  # >> the rounding of binning and of the bounds below
     others = cell_start[env, g * g] - 1  # agents in the game besides this one
     c = agent_cell[env, agent]
     cx = c % g
     cy = c // g
-    # With more neighbours to find than the own cell holds, search the 3 x 3 cells around
-    # it in one go (3 ranges of the sorted list instead of 1 + 4 for rings 0 and 1).
-    first = 1 if slots > AGENTS_PER_CELL + 1 else 0
-    r = first
+    r = 0
     while True:
         x0 = max(cx - r, 0)
         x1 = min(cx + r, g - 1)
         y0 = max(cy - r, 0)
         y1 = min(cy + r, g - 1)
         for row in range(y0, y1 + 1):
-            lo = 0
-            hi = g - 1
-            if filled == slots:
-                # Once k are held, only cells within the k-th distance of the agent can
-                # improve on them: trim the row to the columns within reach (with the
-                # agent clamped into the square, as binning clamps every agent; by a
-                # margin, so that a candidate tying with the k-th is never skipped).
-                yc = min(max(y, 0.0), grid_length)  # the agent clamped into the square
-                dy = max(row * size - yc, yc - (row + 1) * size) - margin
-                reach2 = worst_d2 - (dy * dy if dy > 0.0 else 0.0)
-                if reach2 < 0.0:
-                    continue
-                w = math.sqrt(reach2) + margin
-                xc = min(max(x, 0.0), grid_length)
-                lo = _cell_coordinate(xc - w, g / grid_length, g)
-                hi = _cell_coordinate(xc + w, g / grid_length, g)
             # the ring's cells in this row: the whole row of the ring (one range of the
-            # sorted list) at its top and bottom (every row of the first ring), else its
-            # left and right cells
-            whole = r == first or row == cy - r or row == cy + r
+            # sorted list) at its top and bottom, else its left and right cells
+            whole = row == cy - r or row == cy + r
             for side in range(1 if whole else 2):
                 if whole:
                     a, b = x0, x1
@@ -400,12 +371,10 @@ def find_neighbors(
                     a, b = cx - r, cx - r
                 else:
                     a, b = cx + r, cx + r
-                a = max(a, lo)  # lo >= 0 and hi <= g - 1: side cells outside the grid
-                b = min(b, hi)  # come out empty too
-                if a > b:
+                if a < 0 or b >= g:
                     continue
                 filled, worst_d2, worst = _scan_cells(
-                    cell_agent, cell_pos, neighbor_distance, neighbor_index, env, agent, me,
+                    cell_agent, cell_pos, neighbor_distance, neighbor_index, env, agent,
                     cell_start[env, row * g + a], cell_start[env, row * g + b + 1], x, y, slots,
                     filled, worst_d2, worst)
         if filled == others:  # seen every agent in the game

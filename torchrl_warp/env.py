@@ -249,10 +249,10 @@ class WarpEnv(EnvBase):
     def _plain_input(self, tensordict) -> bool:
         """Whether ``tensordict`` needs none of ``EnvBase.step``'s general machinery.
 
-        That is: a plain ``TensorDict`` on the env's device with its batch size,
-        no partial ``"_step"`` mask; type checks off. Our
-        outputs then already have every done key with the spec's shape and dtype,
-        which is all ``_step_proc_data`` would enforce.
+        That is: a plain ``TensorDict`` on the env's device with its batch size, no
+        partial ``"_step"`` mask, and type checks off. Our outputs then already have
+        every done key with the spec's shape and dtype, which is all
+        ``_step_proc_data`` would enforce.
         """
         return (
             type(tensordict) is TensorDict
@@ -315,7 +315,10 @@ class WarpEnv(EnvBase):
         return tensordict, root
 
     def _carry_other_entries(self, source: TensorDict, target: TensorDict) -> None:
-        """Copy into ``target`` the entries of ``source`` that are no env input or output."""
+        """Copy into ``target`` what ``step_mdp`` keeps of ``source``: all but outputs, "next", resets.
+
+        Entries are carried, not cloned (TensorDicts are shallow-copied), as ``step_mdp`` does.
+        """
         groups = self.layout.groups or ()
         for key, value in source._tensordict.items():
             if key in _STEP_MDP_SKIP:

@@ -25,6 +25,22 @@ def test_bench_cli_measures_every_mode(tmp_path):
     assert saved["results"] == rows and saved["meta"]["torch"] == torch.__version__
 
 
+def test_bench_times_the_step_kernel_phase_by_phase_and_restores_the_state(tmp_path):
+    from torchrl_warp.bench import main, make_env, phase_seconds
+
+    env = make_env("tag", 3, "cpu", "2+3", 2)
+    env.reset()
+    before = env.state.clone()
+    rows = phase_seconds(env, steps=2, repeats=1)
+    assert [name for name, _ in rows] == [p.__name__ for p in env.layout.step]
+    assert all(sec > 0 for _, sec in rows)
+    assert (env.state.exclude("action") == before.exclude("action")).all()  # only the actions were drawn
+    out = tmp_path / "phases.json"
+    main(["--env", "tag", "--num-envs", "3", "--agents", "2+3", "--k", "2", "--steps", "2", "--repeats", "1",
+          "--phases", "--json", str(out)])
+    assert len(json.loads(out.read_text())["results"]) == len(rows)
+
+
 @pytest.mark.parametrize("nvec", [(5, 2), (4, 4)], ids=["unequal", "equal"])  # two code paths
 def test_multicategorical_logits_matches_independent_categoricals(nvec):
     n0 = nvec[0]

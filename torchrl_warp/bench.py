@@ -11,6 +11,7 @@ Examples:
     $ python -m torchrl_warp.bench --device cuda --env tag --num-envs 1000 10000 \\
           --agents 10+100 --k 2 10 --json bench.json
     $ python -m torchrl_warp.bench --device cuda --env cartpole --num-envs 1000 1000000
+    $ python -m torchrl_warp.bench --device cuda --num-envs 2000 --agents 10+990 --k 2 --phases
 """
 from __future__ import annotations
 
@@ -98,6 +99,39 @@ def measure(env, mode: str, steps: int = 100, repeats: int = 3, warmup: int = 5,
     return _time(one, steps, env.device, repeats)
 
 
+def phase_seconds(env, steps: int = 20, repeats: int = 3) -> list[tuple[str, float]]:
+    """Where the step kernel's time goes: seconds per launch of the kernel cut after each phase.
+
+    Compiles one step kernel per prefix of ``env.layout.step`` (phases ``0..i``) and times
+    its launches (CUDA-graph replays on the GPU, so Python's launch cost is not counted);
+    the difference between consecutive rows is what a phase adds. The state is restored
+    after each prefix, so every prefix starts from the same state.
+
+    Examples:
+        >>> env = make_env("cartpole", 4, "cpu")
+        >>> [name for name, _ in phase_seconds(env, steps=2, repeats=1)]
+        ['step_cartpole']
+    """
+    from torchrl_warp.codegen import KernelSpec
+
+    for key, view in env._actions.items():
+        view.copy_(env.full_action_spec[key].rand())
+    saved = env.state.clone()
+    rows = []
+    for i in range(1, len(env.layout.step) + 1):
+        spec = KernelSpec("step", tuple(env.layout.step[:i]))
+        kernel, args = env._backend.compile(spec), env._kernel_args(spec)
+
+        def launch(_):
+            env._backend.launch(kernel, env.num_envs, env.num_agents, args, key=f"phases-{i}")
+
+        for w in range(3):  # compile, capture, replay
+            launch(w)
+        rows.append((getattr(spec.phases[-1], "__name__", str(i)), _time(launch, steps, env.device, repeats)))
+        env.state.update_(saved)
+    return rows
+
+
 def main(argv=None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", choices=("tag", "cartpole"), default="tag")
@@ -111,8 +145,12 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--no-cuda-graphs", action="store_true", help="launch kernels from Python every step")
     parser.add_argument("--collector-traj-ids", action="store_true",
                         help="collector mode: let TorchRL track trajectory ids (syncs every step)")
+    parser.add_argument("--phases", action="store_true",
+                        help="instead of the modes: time the step kernel cut after each of its phases")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
+    if args.phases:
+        return _print_phases(args)
 
     results = []
     agent_grid = args.agents if args.env == "tag" else ["1"]
@@ -140,6 +178,25 @@ def main(argv=None) -> list[dict]:
                     gpu=torch.cuda.get_device_name() if torch.cuda.is_available() else None)
         with open(args.json, "w") as f:
             json.dump(dict(meta=meta, results=results), f, indent=1)
+    return results
+
+
+def _print_phases(args) -> list[dict]:
+    results = []
+    for agents in (args.agents if args.env == "tag" else ["1"]):
+        for k in (args.k if args.env == "tag" else [None]):
+            for n in args.num_envs:
+                env = make_env(args.env, n, args.device, agents, k, cuda_graphs=not args.no_cuda_graphs)
+                print(f"{args.env} {agents} k={k or '-'} num_envs={n} on {env.device}: step kernel up to each phase")
+                previous = 0.0
+                for name, sec in phase_seconds(env, steps=args.steps, repeats=args.repeats):
+                    print(f"  {name:>16} {1e3 * sec:9.3f} ms   (+{1e3 * (sec - previous):.3f})", flush=True)
+                    results.append(dict(env=args.env, agents=agents, k=k, num_envs=n, phase=name, seconds=sec))
+                    previous = sec
+                del env
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(results=results), f, indent=1)
     return results
 
 

@@ -49,7 +49,7 @@ class Backend:
         self.device = device
 
     def compile(self, spec: KernelSpec):
-        key = (self.name, spec, getattr(self, "max_registers", None))
+        key = (self.name, spec)
         if key not in _COMPILED:
             _COMPILED[key] = self._compile(spec)
         return _COMPILED[key]
@@ -112,8 +112,6 @@ class _CudaLayout(Backend):
 
         source = spec.cuda_source()
         fn = self._exec(source, f"warp_{spec.kind}_cuda", spec, {"cuda": cuda})
-        if getattr(self, "max_registers", None):
-            return cuda.jit(fn, max_registers=self.max_registers)
         return cuda.jit(fn)
 
 
@@ -128,9 +126,8 @@ class CudaBackend(_CudaLayout):
 
     name = "cuda"
 
-    def __init__(self, device, graphs: bool = True, max_registers: int | None = None):
+    def __init__(self, device, graphs: bool = True):
         super().__init__(device)
-        self.max_registers = max_registers
         from numba import cuda
 
         self._cuda = cuda

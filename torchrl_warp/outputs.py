@@ -81,7 +81,7 @@ class Outputs:
             if layout.agent_done:
                 entries += [(group, k, fields[f"agent_{k}"][:, sl].unsqueeze(-1)) for k in DONE_KEYS]
         self._entries = [self._geometry(e) for e in entries]
-        self._reward_entries = [self._geometry(e) for e in rewards]
+        self._entries_with_reward = self._entries + [self._geometry(e) for e in rewards]
         self._groups = {g: (E, sl.stop - sl.start) for g, sl in layout.group_slices().items() if g is not None}
 
     def _geometry(self, entry):
@@ -98,7 +98,7 @@ class Outputs:
         buffers = (self.floats.clone(), self.flags.clone())
         root = {}
         groups = {g: {} for g in self._groups}
-        entries = self._entries + self._reward_entries if with_reward else self._entries
+        entries = self._entries_with_reward if with_reward else self._entries
         for group, key, source, shape, stride, offset in entries:
             value = buffers[source].as_strided(shape, stride, offset)
             (root if group is None else groups[group])[key] = value

@@ -55,11 +55,12 @@ import math
 import numba
 
 from torchrl_warp.atomics import atomic_add
+from torchrl_warp.scratch import scratch_row
 from torchrl_warp.cuda.rng import randint, uniform
 
-__all__ = ["reset_agent", "move", "detect_tags", "score_tags", "end_of_step", "clear_counts", "count_cells",
-           "sum_rows", "start_cells", "fill_cells", "find_neighbors", "observe", "cells_per_side", "OWN_FEATURES",
-           "NEIGHBOR_FEATURES"]
+__all__ = ["reset_agent", "move", "detect_tags", "score_tags", "count_runner", "count_runners_left",
+           "end_of_step", "retire_agent", "clear_counts", "count_cells", "sum_rows", "start_cells", "fill_cells",
+           "observe_nearest", "observe", "cells_per_side", "OWN_FEATURES", "NEIGHBOR_FEATURES"]
 
 OWN_FEATURES = 6
 NEIGHBOR_FEATURES = 7
@@ -176,19 +177,34 @@ def detect_tags(env, agent, pos, in_game, tagged_by, tag_count, reward, num_tagg
 
 
 @numba.njit
-def score_tags(
-    env, agent, in_game, tagged_by, tag_count, runners_left, reward, num_taggers, tag_reward_for_tagger,
-    runner_exits_game_after_tagged,
-):
-    """Taggers score the runners they tagged; tagged runners leave the game if the rules
-    say so; runners still in the game count themselves (``runners_left``, atomically)."""
+def score_tags(env, agent, in_game, tagged_by, tag_count, reward, num_taggers, tag_reward_for_tagger,
+               runner_exits_game_after_tagged):
+    """Taggers score the runners they tagged; tagged runners leave the game if the rules say so."""
     if agent < num_taggers:
         reward[env, agent] += tag_count[env, agent] * tag_reward_for_tagger
-        return
-    if runner_exits_game_after_tagged and tagged_by[env, agent] >= 0:
+    elif runner_exits_game_after_tagged and tagged_by[env, agent] >= 0:
         in_game[env, agent] = False
-    if in_game[env, agent]:
+
+
+@numba.njit
+def count_runner(env, agent, in_game, runners_left, num_taggers):
+    """A runner in the game counts itself in ``runners_left`` (atomically; zeroed by
+    ``clear_counts``). For the full observation, which has no grid to count with."""
+    if agent >= num_taggers and in_game[env, agent]:
         atomic_add(runners_left, env, 1)
+
+
+@numba.njit
+def count_runners_left(env, agent, in_game, cell_start, runners_left, num_taggers, cells_per_side):
+    """One lane per env: the runners left are the agents the grid holds (all in the game)
+    minus the taggers in the game; no atomics on one counter by every runner."""
+    if agent != 0:
+        return
+    left = cell_start[env, cells_per_side * cells_per_side]
+    for t in range(num_taggers):
+        if in_game[env, t]:
+            left -= 1
+    runners_left[env] = left
 
 
 @numba.njit
@@ -201,6 +217,20 @@ def end_of_step(env, agent, step_count, runners_left, done, terminated, truncate
     terminated[env] = term
     truncated[env] = trunc
     done[env] = term or trunc
+
+
+@numba.njit
+def retire_agent(env, agent, step_count, in_game, observation, agent_done, agent_terminated, agent_truncated,
+                 episode_length):
+    """An agent out of the game: its done flags, and an observation of zeros (agents in
+    the game get theirs from ``observe_nearest``)."""
+    if in_game[env, agent]:
+        return
+    agent_terminated[env, agent] = True
+    agent_truncated[env, agent] = step_count[env] >= episode_length
+    agent_done[env, agent] = True
+    for i in range(observation.shape[2]):
+        observation[env, agent, i] = 0.0
 
 
 # ---- the neighbour-search grid --------------------------------------------------------
@@ -291,28 +321,27 @@ def _write_neighbor(observation, env, agent, base, o, pos, direction, speed, acc
 
 
 @numba.njit
-def _insert_neighbor(neighbor_distance, neighbor_index, env, agent, slots, filled, d2, o):
+def _insert_neighbor(dist, index, slots, filled, d2, o):
     """Insert ``(d2, o)`` into the sorted list of ``filled`` entries (dropping the last
     one if full); return the new fill count and the new last entry ``(d2, index)``."""
     j = filled if filled < slots else slots - 1
     while j > 0:
-        prev_d2 = neighbor_distance[env, agent, j - 1]
-        prev = neighbor_index[env, agent, j - 1]
+        prev_d2 = dist[j - 1]
+        prev = index[j - 1]
         if prev_d2 < d2 or (prev_d2 == d2 and prev < o):
             break
-        neighbor_distance[env, agent, j] = prev_d2
-        neighbor_index[env, agent, j] = prev
+        dist[j] = prev_d2
+        index[j] = prev
         j -= 1
-    neighbor_distance[env, agent, j] = d2
-    neighbor_index[env, agent, j] = o
+    dist[j] = d2
+    index[j] = o
     if filled < slots:
         filled += 1
-    return filled, neighbor_distance[env, agent, filled - 1], neighbor_index[env, agent, filled - 1]
+    return filled, dist[filled - 1], index[filled - 1]
 
 
 @numba.njit
-def _scan_cells(cell_agent, cell_pos, neighbor_distance, neighbor_index, env, agent, begin, end, x, y, slots,
-                filled, worst_d2, worst):
+def _scan_cells(cell_agent, cell_pos, dist, index, env, agent, begin, end, x, y, slots, filled, worst_d2, worst):
     """Offer the agents ``cell_agent[env, begin:end]`` to the sorted list; return its new
     fill count and last entry."""
     for i in range(begin, end):
@@ -324,29 +353,26 @@ def _scan_cells(cell_agent, cell_pos, neighbor_distance, neighbor_index, env, ag
         d2 = dx * dx + dy * dy
         if filled == slots and (d2 > worst_d2 or (d2 == worst_d2 and o > worst)):
             continue
-        filled, worst_d2, worst = _insert_neighbor(neighbor_distance, neighbor_index, env, agent, slots,
-                                                   filled, d2, o)
+        filled, worst_d2, worst = _insert_neighbor(dist, index, slots, filled, d2, o)
     return filled, worst_d2, worst
 
 
 @numba.njit
-def find_neighbors(
-    env, agent, pos, in_game, neighbor_distance, neighbor_index, agent_cell, cell_start, cell_agent, cell_pos,
-    grid_length, cells_per_side,
-):
-    """The k nearest other agents in the game (``k = neighbor_index.shape[2]``), ordered by
-    ``(distance^2, index)``, into ``neighbor_index`` (``-1`` in slots beyond the agents found).
+def _find_neighbors(env, agent, x, y, neighbor_distance, neighbor_index, agent_cell, cell_start, cell_agent,
+                    cell_pos, grid_length, cells_per_side):
+    """The k nearest other agents in the game of ``agent`` (in the game, at ``x, y``;
+    ``k = neighbor_index.shape[2]``), ordered by ``(distance^2, index)``, into
+    ``neighbor_index`` (``-1`` in slots beyond the agents found).
 
-    The k-th entry and the fill count live in registers; the sorted list in
-    ``neighbor_distance``/``neighbor_index`` (global scratch) is touched only on an
-    insertion. Candidates come from rings of grid cells around the agent's cell, nearest
-    first; the order does not matter to the result.
+    The k-th entry and the fill count live in registers, the sorted list in a
+    ``scratch_row`` (thread-private memory on the GPU; the rows of ``neighbor_distance``
+    and ``neighbor_index`` elsewhere), touched only on an insertion. Candidates come
+    from rings of grid cells around the agent's cell, nearest first; the order does not
+    matter to the result.
     """
     slots = neighbor_index.shape[2]
-    if not in_game[env, agent]:
-        return
-    x = numba.float64(pos[env, agent, 0])
-    y = numba.float64(pos[env, agent, 1])
+    dist = scratch_row(neighbor_distance, env, agent)
+    index = scratch_row(neighbor_index, env, agent)
     filled = 0
     worst_d2 = numba.float64(0.0)
     worst = -1
@@ -377,7 +403,7 @@ def find_neighbors(
                 if a < 0 or b >= g:
                     continue
                 filled, worst_d2, worst = _scan_cells(
-                    cell_agent, cell_pos, neighbor_distance, neighbor_index, env, agent,
+                    cell_agent, cell_pos, dist, index, env, agent,
                     cell_start[env, row * g + a], cell_start[env, row * g + b + 1], x, y, slots,
                     filled, worst_d2, worst)
         if filled == others:  # seen every agent in the game
@@ -400,18 +426,76 @@ def find_neighbors(
         if filled == slots and bound > 0.0 and worst_d2 < bound * bound:
             break
         r += 1
-    for s in range(filled, slots):
-        neighbor_index[env, agent, s] = -1
+    for s in range(slots):
+        neighbor_index[env, agent, s] = index[s] if s < filled else -1
+
+
+@numba.njit
+def _observe_own(env, agent, step_count, pos, direction, speed, acceleration, observation, num_taggers,
+                 grid_length, max_speed, episode_length):
+    """The agent's own features and the time step (layout in the module docstring)."""
+    observation[env, agent, 0] = pos[env, agent, 0] / grid_length
+    observation[env, agent, 1] = pos[env, agent, 1] / grid_length
+    observation[env, agent, 2] = speed[env, agent] / max_speed
+    observation[env, agent, 3] = acceleration[env, agent] / max_speed
+    observation[env, agent, 4] = direction[env, agent] / _TWO_PI
+    observation[env, agent, 5] = 1.0 if agent < num_taggers else 0.0
+    observation[env, agent, observation.shape[2] - 1] = step_count[env] / episode_length
+
+
+@numba.njit
+def observe_nearest(
+    env, agent, step_count, pos, direction, speed, acceleration, in_game, observation, neighbor_distance,
+    neighbor_index, agent_cell, cell_start, cell_agent, cell_pos, agent_done, agent_terminated, agent_truncated,
+    terminated, truncated, num_taggers, grid_length, max_speed, episode_length, cells_per_side,
+):
+    """Find the k nearest of an agent in the game and write its observation and done flags.
+
+    Runs over the agents in cell order: ``agent`` here is a position in the grid's sorted
+    list (``cell_agent``), not an agent index, so that neighbouring lanes search
+    neighbouring cells (the same candidates, similar loop lengths: less divergence, more
+    cache hits). Positions past the agents in the game do nothing (``retire_agent``
+    covers agents out of the game).
+    """
+    g = cells_per_side
+    if agent >= cell_start[env, g * g]:
+        return
+    me = cell_agent[env, agent]
+    agent_terminated[env, me] = terminated[env]
+    agent_truncated[env, me] = truncated[env]
+    agent_done[env, me] = terminated[env] or truncated[env]
+    _find_neighbors(env, me, numba.float64(cell_pos[env, agent, 0]), numba.float64(cell_pos[env, agent, 1]),
+                    neighbor_distance, neighbor_index, agent_cell, cell_start, cell_agent, cell_pos, grid_length, g)
+    _observe_listed(env, me, step_count, pos, direction, speed, acceleration, in_game, observation,
+                    neighbor_index, num_taggers, grid_length, max_speed, episode_length)
+
+
+@numba.njit
+def _observe_listed(env, agent, step_count, pos, direction, speed, acceleration, in_game, observation,
+                    neighbor_index, num_taggers, grid_length, max_speed, episode_length):
+    """An agent's observation: own features, then the agents of its ``neighbor_index`` row."""
+    _observe_own(env, agent, step_count, pos, direction, speed, acceleration, observation, num_taggers, grid_length,
+                 max_speed, episode_length)
+    pos_scale = 1.0 / (math.sqrt(2.0) * grid_length)
+    for s in range(neighbor_index.shape[2]):
+        base = OWN_FEATURES + NEIGHBOR_FEATURES * s
+        o = neighbor_index[env, agent, s]
+        if o >= 0:
+            _write_neighbor(observation, env, agent, base, o, pos, direction, speed, acceleration, in_game,
+                            num_taggers, pos_scale, max_speed)
+        else:
+            for i in range(NEIGHBOR_FEATURES):
+                observation[env, agent, base + i] = 0.0
 
 
 @numba.njit
 def observe(
-    env, agent, num_agents, step_count, pos, direction, speed, acceleration, in_game, observation,
-    neighbor_index, agent_done, agent_terminated, agent_truncated, terminated, truncated, num_taggers,
-    grid_length, max_speed, episode_length, use_full_observation,
+    env, agent, step_count, pos, direction, speed, acceleration, in_game, observation, agent_done,
+    agent_terminated, agent_truncated, terminated, truncated, num_taggers, grid_length, max_speed,
+    episode_length,
 ):
-    """Per-agent done flags and the observation (layout in the module docstring), the
-    neighbours from ``find_neighbors`` (or all agents with ``use_full_observation``)."""
+    """The full observation (``use_full_observation``): done flags, own features and every
+    other agent in index order (zeros for those out of the game)."""
     out = not in_game[env, agent]
     agent_terminated[env, agent] = out or terminated[env]
     agent_truncated[env, agent] = truncated[env]
@@ -421,24 +505,13 @@ def observe(
         for i in range(dim):
             observation[env, agent, i] = 0.0
         return
-    observation[env, agent, 0] = pos[env, agent, 0] / grid_length
-    observation[env, agent, 1] = pos[env, agent, 1] / grid_length
-    observation[env, agent, 2] = speed[env, agent] / max_speed
-    observation[env, agent, 3] = acceleration[env, agent] / max_speed
-    observation[env, agent, 4] = direction[env, agent] / _TWO_PI
-    observation[env, agent, 5] = 1.0 if agent < num_taggers else 0.0
-    observation[env, agent, dim - 1] = step_count[env] / episode_length
+    _observe_own(env, agent, step_count, pos, direction, speed, acceleration, observation, num_taggers,
+                 grid_length, max_speed, episode_length)
     pos_scale = 1.0 / (math.sqrt(2.0) * grid_length)
-    slots = (dim - OWN_FEATURES - 1) // NEIGHBOR_FEATURES
-    for s in range(slots):
+    for s in range((dim - OWN_FEATURES - 1) // NEIGHBOR_FEATURES):
         base = OWN_FEATURES + NEIGHBOR_FEATURES * s
-        if use_full_observation:
-            o = s if s < agent else s + 1  # every other agent, in index order
-            if not in_game[env, o]:
-                o = -1
-        else:
-            o = neighbor_index[env, agent, s]
-        if o >= 0:
+        o = s if s < agent else s + 1  # every other agent, in index order
+        if in_game[env, o]:
             _write_neighbor(observation, env, agent, base, o, pos, direction, speed, acceleration, in_game,
                             num_taggers, pos_scale, max_speed)
         else:

@@ -43,9 +43,10 @@ class TagEnv(WarpEnv):
     scan would pick, ties to the lower index), found on a grid of
     ``cells_per_side(n) ** 2`` cells per env (about 3 agents per cell, the constant
     ``cells_per_side``) rebuilt every step: the search looks at a few cells around the
-    agent instead of all ``n`` agents. The grid's scratch fields (``cell_*``,
-    ``row_count``, ``agent_cell``, ``agent_slot``) are part of ``env.state``; none
-    exist with ``use_full_observation``.
+    agent instead of all ``n`` agents. (Scanning all agents instead was measured slower
+    on the GPU even with 110 agents: docs/benchmarks.md.) The grid's scratch fields
+    (``cell_*``, ``row_count``, ``agent_cell``, ``agent_slot``) are part of
+    ``env.state``; they are empty with ``use_full_observation``.
     """
 
     defaults = {
@@ -100,8 +101,17 @@ class TagEnv(WarpEnv):
         cells = 0 if full else g * g
         scratch = 0 if full else n
         agent = dict(per_agent=True)
-        grid = () if full else (kernels.count_cells, kernels.sum_rows, kernels.start_cells, kernels.fill_cells,
-                                 kernels.find_neighbors)
+        if not full:  # tuples are phases that run back to back, no barrier between
+            finish = (kernels.fill_cells, kernels.count_runners_left, kernels.end_of_step, kernels.retire_agent)
+            grid = (kernels.sum_rows, kernels.start_cells, finish, kernels.observe_nearest)
+            reset = (kernels.clear_counts, (kernels.reset_agent, kernels.count_cells)) + grid
+            step = ((kernels.clear_counts, kernels.move), kernels.detect_tags,
+                    (kernels.score_tags, kernels.count_cells)) + grid
+        else:  # every other agent observed, no grid: the runners count themselves with atomics
+            reset = (kernels.clear_counts, (kernels.reset_agent, kernels.count_runner), kernels.end_of_step,
+                     kernels.observe)
+            step = ((kernels.clear_counts, kernels.move), kernels.detect_tags,
+                    (kernels.score_tags, kernels.count_runner), kernels.end_of_step, kernels.observe)
         return Layout(
             groups={"taggers": p.num_taggers, "runners": p.num_runners},
             observation_shape=(kernels.OWN_FEATURES + kernels.NEIGHBOR_FEATURES * k + 1,),
@@ -115,7 +125,8 @@ class TagEnv(WarpEnv):
                 Field("acceleration", **agent),
                 Field("in_game", dtype=torch.bool, **agent),
                 Field("tagged_by", dtype=torch.int32, **agent),
-                # counted with atomics in a step: runners each tagger tagged, runners left
+                # runners each tagger tagged this step (atomics); runners left in the game (from
+                # the grid, or counted by the runners with atomics under the full observation)
                 Field("tag_count", dtype=torch.int32, **agent),
                 Field("runners_left", dtype=torch.int32),
                 # scratch space of the k-nearest search: the sorted list of each agent
@@ -133,9 +144,8 @@ class TagEnv(WarpEnv):
                 Field("agent_cell", (scratch,), torch.int32),  # [E, N] (or [E, 0]: same ndim)
                 Field("agent_slot", (scratch,), torch.int32),
             ],
-            reset=(kernels.clear_counts, kernels.reset_agent) + grid + (kernels.observe,),
-            step=(kernels.clear_counts, kernels.move, kernels.detect_tags, kernels.score_tags,
-                  kernels.end_of_step) + grid + (kernels.observe,),
+            reset=reset,
+            step=step,
             agent_done=True,
             constants={
                 "acceleration_actions": action_table(p.max_acceleration, p.num_acceleration_levels),

@@ -108,7 +108,7 @@ def compile_ptx(spec: KernelSpec, args: tuple, monkeypatch, cc=(9, 0)) -> str:
 
     monkeypatch.setattr(dispatcher, "get_current_device", lambda: SimpleNamespace(compute_capability=cc))
     namespace = {"cuda": cuda}
-    for i, phase in enumerate(spec.phases):
+    for i, phase in enumerate(spec.functions):
         namespace[f"phase_{i}"] = phase
     exec(compile(spec.cuda_source(), "<ptx test>", "exec"), namespace)
     layout = (numba.cuda.types.int64,) * 4  # num_envs, num_agents, threads_per_env, envs_per_block
@@ -137,6 +137,6 @@ def test_tag_kernels_compile_for_cuda(kind, params, monkeypatch):
     env = TagEnv(num_envs=2, num_taggers=2, num_runners=5, num_other_agents_observed=2, **params)
     ptx = compile_ptx(env._kernels[kind], env._args[kind], monkeypatch)
     assert ".entry" in ptx and "bar.sync" in ptx
-    # a step counts tags and runners left with atomics, the neighbour grid agents per cell
-    # (there is no grid with the full observation)
-    assert ("atom.global.add.u32" in ptx) == (kind == "step" or not params)
+    # every kernel counts with atomics: the grid its agents per cell, the full observation
+    # (no grid) its runners left; a step its tags too
+    assert "atom.global.add.u32" in ptx

@@ -26,13 +26,13 @@ def test_bench_cli_measures_every_mode(tmp_path):
 
 
 def test_bench_times_the_step_kernel_phase_by_phase_and_restores_the_state(tmp_path):
-    from torchrl_warp.bench import main, make_env, phase_seconds
+    from torchrl_warp.bench import main, make_env, phase_name, phase_seconds
 
     env = make_env("tag", 3, "cpu", "2+3", 2)
     env.reset()
     before = env.state.clone()
     rows = phase_seconds(env, steps=2, repeats=1)
-    assert [name for name, _ in rows] == [p.__name__ for p in env.layout.step]
+    assert [name for name, _ in rows] == [phase_name(p) for p in env.layout.step]
     assert all(sec > 0 for _, sec in rows)
     assert (env.state.exclude("action") == before.exclude("action")).all()  # only the actions were drawn
     out = tmp_path / "phases.json"

@@ -55,7 +55,7 @@ class Backend:
         return _COMPILED[key]
 
     def _exec(self, source: str, fn_name: str, spec: KernelSpec, namespace: dict):
-        for i, phase in enumerate(spec.phases):
+        for i, phase in enumerate(spec.functions):
             namespace[f"phase_{i}"] = self._phase(phase)
         exec(compile(source, f"<torchrl_warp {fn_name}>", "exec"), namespace)
         return namespace[fn_name]

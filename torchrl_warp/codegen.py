@@ -5,6 +5,10 @@ functions whose first two parameters are ``env`` and ``agent`` and whose other
 parameters are named after state fields, parameters or constants. A step (or a
 reset) is a sequence of phases with a barrier between consecutive ones: every
 agent of an environment finishes phase ``i`` before any agent starts ``i + 1``.
+A tuple of phase functions in that sequence is one phase: each agent runs them
+back to back, with no barrier in between. Fuse phases that way when a function
+reads only what was complete before the tuple and what the same agent wrote in
+the tuple's earlier functions: every barrier costs the whole block a wait.
 
 From that sequence this module writes the source of two drivers:
 
@@ -34,7 +38,7 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 
-__all__ = ["KernelSpec", "phase_parameters", "BUILTIN_ARGUMENTS", "DRIVER_NAMES"]
+__all__ = ["KernelSpec", "phase_parameters", "phase_functions", "BUILTIN_ARGUMENTS", "DRIVER_NAMES"]
 
 #: names every phase may ask for besides state fields, parameters and constants
 BUILTIN_ARGUMENTS = ("num_agents", "seed", "step_count", "episode")
@@ -60,9 +64,19 @@ def phase_parameters(phase) -> tuple[str, ...]:
     return names[2:]
 
 
+def phase_functions(phases) -> tuple:
+    """The functions of a phase sequence, in order, fused tuples flattened.
+
+    >>> phase_functions((len, (abs, min), max))
+    (<built-in function len>, <built-in function abs>, <built-in function min>, <built-in function max>)
+    """
+    return tuple(f for phase in phases for f in (phase if isinstance(phase, tuple) else (phase,)))
+
+
 @dataclass(frozen=True)
 class KernelSpec:
-    """One kernel: its kind (``"step"`` or ``"reset"``) and its phases."""
+    """One kernel: its kind (``"step"`` or ``"reset"``) and its phases (a tuple of phase
+    functions is one phase: its functions run back to back for each agent)."""
 
     kind: str
     phases: tuple
@@ -70,14 +84,19 @@ class KernelSpec:
     def __post_init__(self):
         if self.kind not in ("step", "reset"):
             raise ValueError(f"kernel kind must be 'step' or 'reset', got {self.kind!r}")
-        if not self.phases:
-            raise ValueError(f"a {self.kind} kernel needs at least one phase")
+        if not self.phases or any(isinstance(p, tuple) and not p for p in self.phases):
+            raise ValueError(f"a {self.kind} kernel needs at least one phase, and no empty tuple of phases")
+
+    @property
+    def functions(self) -> tuple:
+        """The phase functions in call order (fused tuples flattened); ``phase_<i>`` in the drivers."""
+        return phase_functions(self.phases)
 
     @property
     def arguments(self) -> tuple[str, ...]:
         """Kernel arguments after the launch layout, in a fixed order."""
         names = list(_FIXED)
-        for phase in self.phases:
+        for phase in self.functions:
             for name in phase_parameters(phase):
                 if name not in names and name != "num_agents":
                     names.append(name)
@@ -89,11 +108,15 @@ class KernelSpec:
         """The per-env bool argument that selects the environments this kernel runs."""
         return f"{self.kind}_mask"
 
-    def _calls(self) -> list[str]:
-        calls = []
-        for i, phase in enumerate(self.phases):
-            args = ", ".join(("env", "agent") + phase_parameters(phase))
-            calls.append(f"phase_{i}({args})")
+    def _calls(self) -> list[list[str]]:
+        """For each phase, the calls its agents make (several for a fused tuple)."""
+        calls, i = [], 0
+        for phase in self.phases:
+            group = []
+            for fn in phase if isinstance(phase, tuple) else (phase,):
+                group.append(f"phase_{i}({', '.join(('env', 'agent') + phase_parameters(fn))})")
+                i += 1
+            calls.append(group)
         return calls
 
     def _counter_update(self) -> list[str]:
@@ -124,13 +147,13 @@ class KernelSpec:
         lines.append(f"        live = {self.mask}[env]")
         lines.append("    if live and lane == 0:")
         lines += [f"        {stmt}" for stmt in self._counter_update()]
-        for call in self._calls():
+        for group in self._calls():
             lines += [
                 "    cuda.syncthreads()",
                 "    if live:",
                 "        for agent in range(lane, num_agents, threads_per_env):",
-                f"            {call}",
             ]
+            lines += [f"            {call}" for call in group]
         return "\n".join(lines) + "\n"
 
     def cpu_source(self) -> str:
@@ -140,6 +163,6 @@ class KernelSpec:
                  f"        if {self.mask}[env]:"]
         indent = "            "
         lines += [indent + stmt for stmt in self._counter_update()]
-        for call in self._calls():
-            lines += [indent + "for agent in range(num_agents):", indent + "    " + call]
+        for group in self._calls():
+            lines += [indent + "for agent in range(num_agents):"] + [indent + "    " + call for call in group]
         return "\n".join(lines) + "\n"

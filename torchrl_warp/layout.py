@@ -65,8 +65,9 @@ class Layout:
         action_spec: per-agent action spec without batch dims (e.g. ``Categorical(2)``
             or ``MultiCategorical([21, 21])``); expanded to ``[num_envs, n, ...]``.
         fields: the environment's own state fields.
-        reset: phase functions of the reset kernel (see :mod:`torchrl_warp.codegen`).
-        step: phase functions of the step kernel.
+        reset: phases of the reset kernel, in order: phase functions, or tuples of
+            them that run back to back with no barrier between (see :mod:`torchrl_warp.codegen`).
+        step: phases of the step kernel.
         agent_done: per-agent ``done``/``terminated``/``truncated`` inside each group
             (agents that leave the game early). Kernels write them as the fields
             ``agent_done``, ``agent_terminated``, ``agent_truncated``.

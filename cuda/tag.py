@@ -1,18 +1,21 @@
 """Tag (continuous) kernels: taggers chase runners on a square.
 
-Agents ``0 .. num_taggers-1`` are taggers, the rest runners. Phases, with a barrier
-between consecutive ones:
+Agents ``0 .. num_taggers-1`` are taggers, the rest runners. Phases (see
+``TagEnv._layout``), with a barrier between consecutive ones; a tuple runs back to
+back for each agent, without one:
 
-* step: ``clear_counts``, ``move``, ``detect_tags`` (runners find their nearest
-  tagger, which counts them), ``score_tags`` (taggers score, tagged runners leave the
-  game, runners left count themselves), ``end_of_step`` (one lane per env: done
-  flags), the grid (``count_cells``, ``sum_rows``, ``start_cells``, ``fill_cells``),
-  ``find_neighbors``, ``observe``;
-* reset: ``clear_counts``, ``reset_agent``, the grid, ``find_neighbors``, ``observe``.
+* step: (``clear_counts``, ``move``), ``detect_tags`` (runners find their nearest
+  tagger, which counts them), (``score_tags``: taggers score, tagged runners leave
+  the game; ``count_cells``), ``sum_rows``, ``start_cells``, (``fill_cells``,
+  ``count_runners_left``, ``end_of_step``: one lane per env sets the done flags,
+  ``retire_agent``: agents out of the game), ``observe_nearest``;
+* reset: ``clear_counts``, (``reset_agent``, ``count_cells``), then as a step.
+* with ``use_full_observation`` (no grid): the runners count themselves
+  (``count_runner``) and ``observe`` lists every other agent.
 
-Counts that many agents add to (tags per tagger, runners left, agents per cell) use
-``atomic_add`` on integers, zeroed by ``clear_counts``; every other write is an
-agent's own entry, or a per-env entry written by agent 0.
+Counts that many agents add to (tags per tagger, agents per cell, runners left
+without the grid) use ``atomic_add`` on integers, zeroed by ``clear_counts``; every
+other write is an agent's own entry, or a per-env entry written by agent 0.
 
 The k nearest neighbours are found on a uniform grid of ``G x G`` cells per env
 (``cells_per_side``, ~3 agents per cell, chosen by ``TagEnv``), rebuilt every
@@ -20,15 +23,18 @@ kernel from the agents still in the game: ``count_cells`` bins each agent and ta
 a slot in its cell with ``atomic_add``; ``sum_rows`` and ``start_cells`` turn the
 counts into an exclusive scan (``cell_start``, one lane per row of cells, O(G)
 each); ``fill_cells`` writes every agent and its position at ``cell_start[cell] +
-slot`` (``cell_agent``, ``cell_pos``: the agents sorted by cell).
-``find_neighbors`` then searches rings of cells around the agent's own cell, nearest
-rings first, and stops when it holds k candidates whose k-th distance is below what
-any agent outside the searched rings can have (the distance from the agent to the
-nearest side of the searched square with cells behind it, minus a margin for
-rounding), or when it has seen every agent in the game. Candidates are ranked by
-``(distance^2, index)``, so the order in which slots were taken (which varies on the
-GPU) does not change the result: it is exactly the brute-force one.
-``use_full_observation`` has no grid: ``observe`` lists every other agent.
+slot`` (``cell_agent``, ``cell_pos``: the agents sorted by cell; the runners left
+are the agents there minus the taggers).
+``observe_nearest`` runs over that sorted list (so that a warp's lanes search
+neighbouring cells); for each agent it searches the 3 x 3 cells around the agent's
+own (one loop over their three rows' ranges), then rings of cells further out, and
+stops when it holds k candidates whose k-th distance is below what any agent outside
+the searched square can have (the distance from the agent to the nearest side of the
+square with cells behind it, minus a margin for rounding), or when it has seen every
+agent in the game. Candidates are ranked by ``(distance^2, index)``, so the order in
+which slots were taken (which varies on the GPU) does not change the result: it is
+exactly the brute-force one. The sorted list of the best k so far lives in a
+``scratch_row`` (thread-private memory on the GPU).
 
 Observation of one agent (``6 + 7 * K + 1`` floats, ``K`` = agents observed):
 
@@ -341,19 +347,56 @@ def _insert_neighbor(dist, index, slots, filled, d2, o):
 
 
 @numba.njit
+def _offer(cell_agent, cell_pos, dist, index, env, agent, i, x, y, slots, filled, worst_d2, worst):
+    """Offer the agent at ``i`` of the sorted list to the agent's list; return the list's
+    new fill count and last entry."""
+    o = cell_agent[env, i]
+    if o == agent:
+        return filled, worst_d2, worst
+    dx = numba.float64(cell_pos[env, i, 0]) - x
+    dy = numba.float64(cell_pos[env, i, 1]) - y
+    d2 = dx * dx + dy * dy
+    if filled == slots and (d2 > worst_d2 or (d2 == worst_d2 and o > worst)):
+        return filled, worst_d2, worst
+    return _insert_neighbor(dist, index, slots, filled, d2, o)
+
+
+@numba.njit
 def _scan_cells(cell_agent, cell_pos, dist, index, env, agent, begin, end, x, y, slots, filled, worst_d2, worst):
-    """Offer the agents ``cell_agent[env, begin:end]`` to the sorted list; return its new
-    fill count and last entry."""
+    """Offer the agents ``cell_agent[env, begin:end]``."""
     for i in range(begin, end):
-        o = cell_agent[env, i]
-        if o == agent:
-            continue
-        dx = numba.float64(cell_pos[env, i, 0]) - x
-        dy = numba.float64(cell_pos[env, i, 1]) - y
-        d2 = dx * dx + dy * dy
-        if filled == slots and (d2 > worst_d2 or (d2 == worst_d2 and o > worst)):
-            continue
-        filled, worst_d2, worst = _insert_neighbor(dist, index, slots, filled, d2, o)
+        filled, worst_d2, worst = _offer(cell_agent, cell_pos, dist, index, env, agent, i, x, y, slots, filled,
+                                         worst_d2, worst)
+    return filled, worst_d2, worst
+
+
+@numba.njit
+def _scan_block(cell_agent, cell_pos, cell_start, dist, index, env, agent, x0, x1, y0, y1, g, x, y, slots):
+    """Offer the agents of the cells ``x0..x1`` x ``y0..y1`` (at most 3 rows) to an empty
+    list, in one loop over their rows' ranges of the sorted list: the lanes of a warp
+    then loop about as many times as each other (a loop per row would run, for each
+    row, as long as the warp's longest)."""
+    b0 = cell_start[env, y0 * g + x0]
+    n0 = cell_start[env, y0 * g + x1 + 1] - b0
+    b1 = b2 = n1 = n2 = 0
+    if y0 + 1 <= y1:
+        b1 = cell_start[env, (y0 + 1) * g + x0]
+        n1 = cell_start[env, (y0 + 1) * g + x1 + 1] - b1
+    if y0 + 2 <= y1:
+        b2 = cell_start[env, (y0 + 2) * g + x0]
+        n2 = cell_start[env, (y0 + 2) * g + x1 + 1] - b2
+    filled = 0
+    worst_d2 = numba.float64(0.0)
+    worst = -1
+    for t in range(n0 + n1 + n2):
+        if t < n0:
+            i = b0 + t
+        elif t < n0 + n1:
+            i = b1 + (t - n0)
+        else:
+            i = b2 + (t - n0 - n1)
+        filled, worst_d2, worst = _offer(cell_agent, cell_pos, dist, index, env, agent, i, x, y, slots, filled,
+                                         worst_d2, worst)
     return filled, worst_d2, worst
 
 
@@ -367,15 +410,12 @@ def _find_neighbors(env, agent, x, y, neighbor_distance, neighbor_index, agent_c
     The k-th entry and the fill count live in registers, the sorted list in a
     ``scratch_row`` (thread-private memory on the GPU; the rows of ``neighbor_distance``
     and ``neighbor_index`` elsewhere), touched only on an insertion. Candidates come
-    from rings of grid cells around the agent's cell, nearest first; the order does not
-    matter to the result.
+    from the 3 x 3 cells around the agent's cell, then from rings of cells further out;
+    the order does not matter to the result.
     """
     slots = neighbor_index.shape[2]
     dist = scratch_row(neighbor_distance, env, agent)
     index = scratch_row(neighbor_index, env, agent)
-    filled = 0
-    worst_d2 = numba.float64(0.0)
-    worst = -1
     g = cells_per_side
     size = grid_length / g
     margin = 1e-9 * grid_length  # >> the rounding of binning and of the bounds below
@@ -383,8 +423,35 @@ def _find_neighbors(env, agent, x, y, neighbor_distance, neighbor_index, agent_c
     c = agent_cell[env, agent]
     cx = c % g
     cy = c // g
-    r = 0
+    # the 3 x 3 block of cells around the agent's first (rings 0 and 1), then rings 2, 3...
+    r = 1
+    x0 = max(cx - r, 0)
+    x1 = min(cx + r, g - 1)
+    y0 = max(cy - r, 0)
+    y1 = min(cy + r, g - 1)
+    filled, worst_d2, worst = _scan_block(cell_agent, cell_pos, cell_start, dist, index, env, agent, x0, x1, y0, y1,
+                                          g, x, y, slots)
     while True:
+        if filled == others:  # seen every agent in the game
+            break
+        if x0 == 0 and y0 == 0 and x1 == g - 1 and y1 == g - 1:  # the grid is exhausted
+            break
+        # Any agent not seen yet lies beyond a side of the searched square that has cells
+        # behind it, at least as far as that side (agents clamped into edge cells from
+        # outside the square lie beyond their cell too).
+        bound = 4.0 * grid_length * g  # > any side's distance; at least one side remains
+        if x0 > 0:
+            bound = min(bound, x - x0 * size)
+        if x1 < g - 1:
+            bound = min(bound, (x1 + 1) * size - x)
+        if y0 > 0:
+            bound = min(bound, y - y0 * size)
+        if y1 < g - 1:
+            bound = min(bound, (y1 + 1) * size - y)
+        bound -= margin
+        if filled == slots and bound > 0.0 and worst_d2 < bound * bound:
+            break
+        r += 1
         x0 = max(cx - r, 0)
         x1 = min(cx + r, g - 1)
         y0 = max(cy - r, 0)
@@ -406,26 +473,6 @@ def _find_neighbors(env, agent, x, y, neighbor_distance, neighbor_index, agent_c
                     cell_agent, cell_pos, dist, index, env, agent,
                     cell_start[env, row * g + a], cell_start[env, row * g + b + 1], x, y, slots,
                     filled, worst_d2, worst)
-        if filled == others:  # seen every agent in the game
-            break
-        if x0 == 0 and y0 == 0 and x1 == g - 1 and y1 == g - 1:  # the grid is exhausted
-            break
-        # Any agent not seen yet lies beyond a side of the searched square that has cells
-        # behind it, at least as far as that side (agents clamped into edge cells from
-        # outside the square lie beyond their cell too).
-        bound = 4.0 * grid_length * g  # > any side's distance; at least one side remains
-        if x0 > 0:
-            bound = min(bound, x - x0 * size)
-        if x1 < g - 1:
-            bound = min(bound, (x1 + 1) * size - x)
-        if y0 > 0:
-            bound = min(bound, y - y0 * size)
-        if y1 < g - 1:
-            bound = min(bound, (y1 + 1) * size - y)
-        bound -= margin
-        if filled == slots and bound > 0.0 and worst_d2 < bound * bound:
-            break
-        r += 1
     for s in range(slots):
         neighbor_index[env, agent, s] = index[s] if s < filled else -1
 

@@ -23,7 +23,8 @@ kernel from the agents still in the game: ``count_cells`` bins each agent and ta
 a slot in its cell with ``atomic_add``; ``sum_rows`` and ``start_cells`` turn the
 counts into an exclusive scan (``cell_start``, one lane per row of cells, O(G)
 each); ``fill_cells`` writes every agent and its position at ``cell_start[cell] +
-slot`` (``cell_agent``, ``cell_pos``: the agents sorted by cell; the runners left
+slot`` (``cell_agent``, ``cell_x``, ``cell_y``: the agents sorted by cell and their
+positions, in float64 so that the search converts nothing; the runners left
 are the agents there minus the taggers).
 ``observe_nearest`` runs over that sorted list (so that a warp's lanes search
 neighbouring cells); for each agent it searches the 3 x 3 cells around the agent's
@@ -303,15 +304,15 @@ def start_cells(env, agent, num_agents, cell_count, row_count, cell_start, cells
 
 
 @numba.njit
-def fill_cells(env, agent, pos, agent_cell, agent_slot, cell_start, cell_agent, cell_pos):
+def fill_cells(env, agent, pos, agent_cell, agent_slot, cell_start, cell_agent, cell_x, cell_y):
     """Write the agent and its position into its cell's range of the sorted list."""
     c = agent_cell[env, agent]
     if c < 0:
         return
     i = cell_start[env, c] + agent_slot[env, agent]
     cell_agent[env, i] = agent
-    cell_pos[env, i, 0] = pos[env, agent, 0]
-    cell_pos[env, i, 1] = pos[env, agent, 1]
+    cell_x[env, i] = pos[env, agent, 0]
+    cell_y[env, i] = pos[env, agent, 1]
 
 
 @numba.njit
@@ -347,14 +348,16 @@ def _insert_neighbor(dist, index, slots, filled, d2, o):
 
 
 @numba.njit
-def _offer(cell_agent, cell_pos, dist, index, env, agent, i, x, y, slots, filled, worst_d2, worst):
+def _offer(cell_agent, cell_x, cell_y, dist, index, env, agent, i, x, y, slots, filled, worst_d2, worst):
     """Offer the agent at ``i`` of the sorted list to the agent's list; return the list's
-    new fill count and last entry."""
-    o = cell_agent[env, i]
+    new fill count and last entry. (``i`` is made unsigned: Numba then skips the
+    negative-index wrap-around on the three loads, a few instructions per candidate.)"""
+    u = numba.uint64(i)
+    o = cell_agent[env, u]
     if o == agent:
         return filled, worst_d2, worst
-    dx = numba.float64(cell_pos[env, i, 0]) - x
-    dy = numba.float64(cell_pos[env, i, 1]) - y
+    dx = cell_x[env, u] - x
+    dy = cell_y[env, u] - y
     d2 = dx * dx + dy * dy
     if filled == slots and (d2 > worst_d2 or (d2 == worst_d2 and o > worst)):
         return filled, worst_d2, worst
@@ -362,16 +365,16 @@ def _offer(cell_agent, cell_pos, dist, index, env, agent, i, x, y, slots, filled
 
 
 @numba.njit
-def _scan_cells(cell_agent, cell_pos, dist, index, env, agent, begin, end, x, y, slots, filled, worst_d2, worst):
+def _scan_cells(cell_agent, cell_x, cell_y, dist, index, env, agent, begin, end, x, y, slots, filled, worst_d2, worst):
     """Offer the agents ``cell_agent[env, begin:end]``."""
     for i in range(begin, end):
-        filled, worst_d2, worst = _offer(cell_agent, cell_pos, dist, index, env, agent, i, x, y, slots, filled,
+        filled, worst_d2, worst = _offer(cell_agent, cell_x, cell_y, dist, index, env, agent, i, x, y, slots, filled,
                                          worst_d2, worst)
     return filled, worst_d2, worst
 
 
 @numba.njit
-def _scan_block(cell_agent, cell_pos, cell_start, dist, index, env, agent, x0, x1, y0, y1, g, x, y, slots):
+def _scan_block(cell_agent, cell_x, cell_y, cell_start, dist, index, env, agent, x0, x1, y0, y1, g, x, y, slots):
     """Offer the agents of the cells ``x0..x1`` x ``y0..y1`` (at most 3 rows) to an empty
     list, in one loop over their rows' ranges of the sorted list: the lanes of a warp
     then loop about as many times as each other (a loop per row would run, for each
@@ -395,14 +398,14 @@ def _scan_block(cell_agent, cell_pos, cell_start, dist, index, env, agent, x0, x
             i = b1 + (t - n0)
         else:
             i = b2 + (t - n0 - n1)
-        filled, worst_d2, worst = _offer(cell_agent, cell_pos, dist, index, env, agent, i, x, y, slots, filled,
+        filled, worst_d2, worst = _offer(cell_agent, cell_x, cell_y, dist, index, env, agent, i, x, y, slots, filled,
                                          worst_d2, worst)
     return filled, worst_d2, worst
 
 
 @numba.njit
 def _find_neighbors(env, agent, x, y, neighbor_distance, neighbor_index, agent_cell, cell_start, cell_agent,
-                    cell_pos, grid_length, cells_per_side):
+                    cell_x, cell_y, grid_length, cells_per_side):
     """The k nearest other agents in the game of ``agent`` (in the game, at ``x, y``;
     ``k = neighbor_index.shape[2]``), ordered by ``(distance^2, index)``, into
     ``neighbor_index`` (``-1`` in slots beyond the agents found).
@@ -429,7 +432,7 @@ def _find_neighbors(env, agent, x, y, neighbor_distance, neighbor_index, agent_c
     x1 = min(cx + r, g - 1)
     y0 = max(cy - r, 0)
     y1 = min(cy + r, g - 1)
-    filled, worst_d2, worst = _scan_block(cell_agent, cell_pos, cell_start, dist, index, env, agent, x0, x1, y0, y1,
+    filled, worst_d2, worst = _scan_block(cell_agent, cell_x, cell_y, cell_start, dist, index, env, agent, x0, x1, y0, y1,
                                           g, x, y, slots)
     while True:
         if filled == others:  # seen every agent in the game
@@ -470,7 +473,7 @@ def _find_neighbors(env, agent, x, y, neighbor_distance, neighbor_index, agent_c
                 if a < 0 or b >= g:
                     continue
                 filled, worst_d2, worst = _scan_cells(
-                    cell_agent, cell_pos, dist, index, env, agent,
+                    cell_agent, cell_x, cell_y, dist, index, env, agent,
                     cell_start[env, row * g + a], cell_start[env, row * g + b + 1], x, y, slots,
                     filled, worst_d2, worst)
     for s in range(slots):
@@ -493,7 +496,7 @@ def _observe_own(env, agent, step_count, pos, direction, speed, acceleration, ob
 @numba.njit
 def observe_nearest(
     env, agent, step_count, pos, direction, speed, acceleration, in_game, observation, neighbor_distance,
-    neighbor_index, agent_cell, cell_start, cell_agent, cell_pos, agent_done, agent_terminated, agent_truncated,
+    neighbor_index, agent_cell, cell_start, cell_agent, cell_x, cell_y, agent_done, agent_terminated, agent_truncated,
     terminated, truncated, num_taggers, grid_length, max_speed, episode_length, cells_per_side,
 ):
     """Find the k nearest of an agent in the game and write its observation and done flags.
@@ -511,8 +514,8 @@ def observe_nearest(
     agent_terminated[env, me] = terminated[env]
     agent_truncated[env, me] = truncated[env]
     agent_done[env, me] = terminated[env] or truncated[env]
-    _find_neighbors(env, me, numba.float64(cell_pos[env, agent, 0]), numba.float64(cell_pos[env, agent, 1]),
-                    neighbor_distance, neighbor_index, agent_cell, cell_start, cell_agent, cell_pos, grid_length, g)
+    _find_neighbors(env, me, cell_x[env, agent], cell_y[env, agent], neighbor_distance, neighbor_index, agent_cell,
+                    cell_start, cell_agent, cell_x, cell_y, grid_length, g)
     _observe_listed(env, me, step_count, pos, direction, speed, acceleration, in_game, observation,
                     neighbor_index, num_taggers, grid_length, max_speed, episode_length)
 

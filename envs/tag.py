@@ -134,13 +134,14 @@ class TagEnv(WarpEnv):
                 Field("neighbor_index", (0 if full else k,), torch.int32, **agent),
                 # scratch space of the grid (cuda/tag.py): agents per cell, per row of cells,
                 # where each cell's agents begin in cell_agent (+ the total at the end), the
-                # agents in the game sorted by cell and their positions, each agent's cell
+                # agents in the game sorted by cell and their positions (float64), each agent's cell
                 # (-1: out of the game) and slot in it
                 Field("cell_count", (cells,), torch.int32),
                 Field("row_count", (0 if full else g,), torch.int32),
                 Field("cell_start", (cells + (0 if full else 1),), torch.int32),
                 Field("cell_agent", (scratch,), torch.int32),
-                Field("cell_pos", (scratch, 2), torch.float32),
+                Field("cell_x", (scratch,), torch.float64),
+                Field("cell_y", (scratch,), torch.float64),
                 Field("agent_cell", (scratch,), torch.int32),  # [E, N] (or [E, 0]: same ndim)
                 Field("agent_slot", (scratch,), torch.int32),
             ],

@@ -41,8 +41,10 @@ from numba.core.extending import overload
 
 __all__ = ["scratch_row", "LOCAL_LIMIT"]
 
-#: longest row that CUDA kernels keep in thread-private memory (longer rows stay global)
-LOCAL_LIMIT = 32
+#: longest row that CUDA kernels keep in thread-private memory (longer rows stay global).
+#: Numba zero-fills a local array once per thread and kernel: 16 entries keep that small
+#: and cover the usual k of a k-nearest list (Tag: 2 or 10)
+LOCAL_LIMIT = 16
 
 
 def scratch_row(array, env, agent):

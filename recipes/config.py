@@ -39,6 +39,7 @@ class AlgoConfig:
     max_grad_norm: float = 1.0
     hidden: list[int] = field(default_factory=lambda: [64, 64])
     amp: bool = False                   # bfloat16 autocast for the loss forward passes (CUDA)
+    obs_norm: bool = False              # standardize observations in the networks (stats of a random rollout)
 
 
 @dataclass

@@ -61,10 +61,47 @@ def make_env(cfg: DictConfig, device, num_envs: int, seed: int):
     return ENVS[cfg.env.name](num_envs=num_envs, device=device, seed=seed, check_actions=False, **params)
 
 
-class GroupAgent(torch.nn.Module):
-    """The actor, critic and loss of one agent group (or of the single agent)."""
+class Standardize(torch.nn.Module):
+    """``(x - loc) / scale`` over the last dim, with fixed buffers (saved with the model).
 
-    def __init__(self, env, group, algo: DictConfig, device):
+    >>> Standardize(torch.tensor([1.0, 0.0]), torch.tensor([2.0, 1.0]))(torch.tensor([3.0, 5.0]))
+    tensor([1., 5.])
+    """
+
+    def __init__(self, loc: torch.Tensor, scale: torch.Tensor):
+        super().__init__()
+        self.register_buffer("loc", loc)
+        self.register_buffer("scale", scale)
+
+    def forward(self, x):
+        return (x - self.loc) / self.scale
+
+
+def observation_stats(env, groups, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-feature mean and scale of the observations of a random-action rollout.
+
+    The scale is the standard deviation, or 1 for features that do not vary in the
+    rollout (flags that are constant at the start of an episode): dividing by a tiny
+    deviation would blow them up when they do change.
+    """
+    with torch.no_grad():
+        td = env.rollout(steps, break_when_any_done=False)
+        dim = env.layout.observation_shape[-1]
+        obs = torch.cat([td["next", key(g, "observation")].reshape(-1, dim) for g in groups])
+        loc, std = obs.mean(0), obs.std(0)
+    return loc, torch.where(std > 1e-3, std, torch.ones_like(std))
+
+
+class GroupAgent(torch.nn.Module):
+    """The actor, critic and loss of one agent group (or of the single agent).
+
+    ``obs_stats=(loc, scale)`` puts a :class:`Standardize` in front of both networks
+    (``algo.obs_norm``): Tag's relative positions are divided by the world's diagonal,
+    so a neighbour one unit away is 0.035, which a freshly initialised network all but
+    ignores.
+    """
+
+    def __init__(self, env, group, algo: DictConfig, device, obs_stats=None):
         super().__init__()
         obs_dim = env.layout.observation_shape[-1]
         spec = env.full_action_spec[key(group, "action")]
@@ -83,6 +120,9 @@ class GroupAgent(torch.nn.Module):
             actor_net = MultiAgentMLP(obs_dim, sum(nvec), centralized=False, **mlp)
             critic_net = MultiAgentMLP(obs_dim, 1, centralized=algo.name == "mappo", **mlp)
             dist, dist_kwargs = MultiCategoricalLogits, {"nvec": nvec}
+        if obs_stats is not None:
+            actor_net = torch.nn.Sequential(Standardize(*obs_stats), actor_net)
+            critic_net = torch.nn.Sequential(Standardize(*obs_stats), critic_net)
         self.actor = ProbabilisticActor(
             TensorDictModule(actor_net, in_keys=[key(group, "observation")], out_keys=[key(group, "logits")]),
             in_keys={"logits": key(group, "logits")},
@@ -172,7 +212,9 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     if (groups == [None]) != (cfg.algo.name == "ppo"):
         raise ValueError(f"algo={cfg.algo.name} does not fit env={cfg.env.name}: use ppo for single-agent "
                          f"envs, mappo or ippo for multi-agent ones")
-    agents = torch.nn.ModuleDict({g or "agent": GroupAgent(env, g, cfg.algo, device) for g in groups})
+    # with obs_norm the stats are buffers of the networks: a resumed run loads them from the checkpoint
+    obs_stats = observation_stats(env, groups, cfg.env.steps_per_batch) if cfg.algo.obs_norm else None
+    agents = torch.nn.ModuleDict({g or "agent": GroupAgent(env, g, cfg.algo, device, obs_stats) for g in groups})
     agents_by_group = {g: agents[g or "agent"] for g in groups}
     optimizer = torch.optim.Adam(agents.parameters(), lr=cfg.algo.lr)
     frames_done, iteration = 0, 0

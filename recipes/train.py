@@ -37,6 +37,7 @@ from torchrl_warp.distributions import MultiCategoricalLogits  # noqa: E402
 from torchrl_warp.envs import CartPoleEnv, TagEnv  # noqa: E402
 from torchrl_warp.recipes.config import register  # noqa: E402
 from torchrl_warp.recipes.metrics import EpisodeTracker, make_logger, plot_learning_curve  # noqa: E402
+from torchrl_warp.recipes.scripted import Steer  # noqa: E402
 
 register()
 ENVS = {"tag": TagEnv, "cartpole": CartPoleEnv}
@@ -190,6 +191,14 @@ def evaluate(cfg, agents, device) -> dict:
                                    break_when_any_done=False)
         result["eval_tags_per_episode_random_taggers"] = tags_per_episode(env, baseline)
         result["eval_tag_ratio"] = result["eval_tags_per_episode"] / max(result["eval_tags_per_episode_random_taggers"], 1e-9)
+        # yardsticks (recipes/scripted.py): a scripted chaser against the trained runners, the
+        # trained taggers against scripted fleeing runners
+        for name, group, scripted in (("chasing_taggers", "runners", Steer(env, "taggers", "runners")),
+                                      ("vs_fleeing_runners", "taggers", Steer(env, "runners", "taggers", away=True))):
+            env.set_seed(cfg.seed + 10_000)
+            with set_exploration_type(mode):
+                td = env.rollout(steps, TensorDictSequential(agents[group].actor, scripted), break_when_any_done=False)
+            result[f"eval_tags_per_episode_{name}"] = tags_per_episode(env, td)
     return result
 
 

@@ -58,6 +58,9 @@ def test_smoke_run_writes_checkpoint_csv_and_finite_losses(tmp_path, overrides, 
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["frames"] == ckpt["frames"]
     assert all(math.isfinite(summary[f"eval_return/{g}"]) for g in groups)
+    if "taggers" in groups:  # the scripted yardsticks were measured against the trained agents
+        for name in ("random_taggers", "chasing_taggers", "vs_fleeing_runners"):
+            assert summary[f"eval_tags_per_episode_{name}"] >= 0
 
 
 def test_resume_continues_from_the_checkpoint(tmp_path):

@@ -1,4 +1,4 @@
-"""Training metrics of the recipes: episode returns, loggers, the learning-curve plot.
+"""Training metrics of the recipes: episode returns, Tag's tags, loggers, the learning-curve plot.
 
 Examples:
     >>> import torch
@@ -16,7 +16,18 @@ import math
 
 import torch
 
-__all__ = ["EpisodeTracker", "make_logger", "plot_learning_curve"]
+__all__ = ["EpisodeTracker", "count_tags", "tags_per_episode", "make_logger", "plot_learning_curve"]
+
+
+def count_tags(env, td) -> int:
+    """Runners tagged in ``td`` (a tag gives the runner the tag penalty)."""
+    return (td["next", "runners", "reward"] <= env.params.tag_penalty_for_runner / 2).sum().item()
+
+
+def tags_per_episode(env, td) -> float:
+    """Runners tagged per env in a rollout ``td`` of one episode length of steps (an env
+    whose runners are all tagged starts over, so this can exceed the number of runners)."""
+    return count_tags(env, td) / env.num_envs
 
 
 class EpisodeTracker:

@@ -29,8 +29,9 @@ import torch
 
 from torchrl_warp.envs import TagEnv
 from torchrl_warp.envs.tag import action_table
+from torchrl_warp.recipes.metrics import tags_per_episode
 
-__all__ = ["Steer", "tags_per_episode"]
+__all__ = ["Steer", "scripted_tags_per_episode"]
 
 
 class Steer:
@@ -59,9 +60,9 @@ class Steer:
         return tensordict.set((self.group, "action"), action)
 
 
-def tags_per_episode(env: TagEnv, taggers: str, runners: str) -> float:
-    """Runners tagged per env in one episode; each side ``"random"`` or scripted
-    (``"chase"`` taggers, ``"flee"`` runners)."""
+def scripted_tags_per_episode(env: TagEnv, taggers: str, runners: str) -> float:
+    """Runners tagged per env in one episode length of steps; each side ``"random"`` or
+    scripted (``"chase"`` taggers, ``"flee"`` runners)."""
     policies = []
     if taggers == "chase":
         policies.append(Steer(env, "taggers", "runners"))
@@ -74,9 +75,7 @@ def tags_per_episode(env: TagEnv, taggers: str, runners: str) -> float:
             p(td)
         return td
 
-    td = env.rollout(env.params.episode_length, policy, break_when_any_done=False)
-    tagged = td["next", "runners", "reward"] <= env.params.tag_penalty_for_runner / 2
-    return tagged.sum().item() / env.num_envs
+    return tags_per_episode(env, env.rollout(env.params.episode_length, policy, break_when_any_done=False))
 
 
 def main(argv=None) -> list[dict]:
@@ -95,7 +94,7 @@ def main(argv=None) -> list[dict]:
             torch.manual_seed(0)  # the random actions
             env = TagEnv(num_envs=args.num_envs, num_taggers=taggers, num_runners=runners, grid_length=length,
                          episode_length=args.episode_length, device=args.device, seed=0)
-            tags = tags_per_episode(env, tagger_policy, runner_policy)
+            tags = scripted_tags_per_episode(env, tagger_policy, runner_policy)
             rows.append(dict(grid_length=length, taggers=tagger_policy, runners=runner_policy, tags=tags))
             print(f"grid_length {length:6.1f}  taggers {tagger_policy:6}  runners {runner_policy:6}  "
                   f"{tags:6.1f} tags per episode", flush=True)

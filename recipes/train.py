@@ -36,7 +36,9 @@ from tqdm import tqdm  # noqa: E402
 from torchrl_warp.distributions import MultiCategoricalLogits  # noqa: E402
 from torchrl_warp.envs import CartPoleEnv, TagEnv  # noqa: E402
 from torchrl_warp.recipes.config import register  # noqa: E402
-from torchrl_warp.recipes.metrics import EpisodeTracker, make_logger, plot_learning_curve  # noqa: E402
+from torchrl_warp.recipes.metrics import (  # noqa: E402
+    EpisodeTracker, count_tags, make_logger, plot_learning_curve, tags_per_episode,
+)
 from torchrl_warp.recipes.scripted import Steer  # noqa: E402
 
 register()
@@ -180,36 +182,24 @@ def evaluate(cfg, agents, device) -> dict:
         result[f"eval_return/{g or 'agent'}"] = ((reward * mask).sum(1).mean()).item()
     if cfg.env.name == "tag":
         result["eval_tags_per_episode"] = tags_per_episode(env, td)
-        # the baseline: uniform-random taggers against the same trained runners
-        env.set_seed(cfg.seed + 10_000)
 
         def random_taggers(tensordict):
             return tensordict.set(("taggers", "action"), env.full_action_spec["taggers", "action"].rand())
 
-        with set_exploration_type(mode):
-            baseline = env.rollout(steps, TensorDictSequential(agents["runners"].actor, random_taggers),
-                                   break_when_any_done=False)
-        result["eval_tags_per_episode_random_taggers"] = tags_per_episode(env, baseline)
-        result["eval_tag_ratio"] = result["eval_tags_per_episode"] / max(result["eval_tags_per_episode_random_taggers"], 1e-9)
-        # yardsticks (recipes/scripted.py): a scripted chaser against the trained runners, the
-        # trained taggers against scripted fleeing runners
-        for name, group, scripted in (("chasing_taggers", "runners", Steer(env, "taggers", "runners")),
-                                      ("vs_fleeing_runners", "taggers", Steer(env, "runners", "taggers", away=True))):
+        # the baseline, uniform-random taggers against the trained runners, and yardsticks
+        # (recipes/scripted.py): a scripted chaser against the trained runners, the trained
+        # taggers against scripted fleeing runners
+        for name, trained_group, other in (("random_taggers", "runners", random_taggers),
+                                           ("chasing_taggers", "runners", Steer(env, "taggers", "runners")),
+                                           ("vs_fleeing_runners", "taggers",
+                                            Steer(env, "runners", "taggers", away=True))):
             env.set_seed(cfg.seed + 10_000)
             with set_exploration_type(mode):
-                td = env.rollout(steps, TensorDictSequential(agents[group].actor, scripted), break_when_any_done=False)
+                td = env.rollout(steps, TensorDictSequential(agents[trained_group].actor, other),
+                                 break_when_any_done=False)
             result[f"eval_tags_per_episode_{name}"] = tags_per_episode(env, td)
+        result["eval_tag_ratio"] = result["eval_tags_per_episode"] / max(result["eval_tags_per_episode_random_taggers"], 1e-9)
     return result
-
-
-def count_tags(env, td) -> int:
-    """Runners tagged in ``td`` (a tag gives the runner the tag penalty)."""
-    return (td["next", "runners", "reward"] <= env.params.tag_penalty_for_runner / 2).sum().item()
-
-
-def tags_per_episode(env, td) -> float:
-    """Runners tagged per env over one episode length of steps."""
-    return count_tags(env, td) / env.num_envs
 
 
 def train(cfg: DictConfig, out_dir: str) -> dict:

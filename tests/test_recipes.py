@@ -133,12 +133,12 @@ def test_obs_norm_stats_come_back_with_a_resumed_run(tmp_path):
 
 def test_scripted_chasers_and_fleeing_runners_move_the_tag_count():
     from torchrl_warp.envs import TagEnv
-    from torchrl_warp.recipes.scripted import tags_per_episode
+    from torchrl_warp.recipes.scripted import scripted_tags_per_episode
 
     def tags(taggers, runners):
         env = TagEnv(num_envs=16, num_taggers=3, num_runners=20, grid_length=10.0, episode_length=50, seed=0,
                      num_other_agents_observed=2)
-        return tags_per_episode(env, taggers, runners)
+        return scripted_tags_per_episode(env, taggers, runners)
 
     random = tags("random", "random")
     assert tags("chase", "random") > 1.5 * random

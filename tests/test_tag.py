@@ -75,7 +75,7 @@ def check_against_reference(env, s, action):
     np.testing.assert_allclose(obs.numpy(), ref["observation"], atol=1e-5)
     np.testing.assert_array_equal(out["terminated"].squeeze(-1).numpy(), ref["terminated"])
     np.testing.assert_array_equal(out["truncated"].squeeze(-1).numpy(), ref["truncated"])
-    # counted in parallel by the runners still in the game (atomics)
+    # the runners still in the game (from the grid, or counted by the runners with atomics)
     np.testing.assert_array_equal(env.state["runners_left"].numpy(), ref["in_game"][:, T:].sum(-1))
     runner_term = out["runners", "terminated"].squeeze(-1).numpy()
     np.testing.assert_array_equal(runner_term, ~ref["in_game"][:, T:] | ref["terminated"][:, None])

@@ -23,6 +23,7 @@ import time
 import torch
 from tensordict import TensorDict
 
+from torchrl_warp.codegen import phase_functions
 from torchrl_warp.envs import CartPoleEnv, TagEnv
 
 __all__ = ["make_env", "measure", "main"]
@@ -138,7 +139,7 @@ def phase_seconds(env, steps: int = 20, repeats: int = 3) -> list[tuple[str, flo
 
 def phase_name(phase) -> str:
     """A phase's function name; ``a+b`` for a fused tuple of phases."""
-    return "+".join(f.__name__ for f in (phase if isinstance(phase, tuple) else (phase,)))
+    return "+".join(f.__name__ for f in phase_functions((phase,)))
 
 
 def main(argv=None) -> list[dict]:

@@ -37,7 +37,7 @@ which slots were taken (which varies on the GPU) does not change the result: it 
 exactly the brute-force one. The sorted list of the best k so far lives in a
 ``scratch_row`` (thread-private memory on the GPU).
 
-Observation of one agent (``6 + 7 * K + 1`` floats, ``K`` = agents observed):
+Observation of one agent (``6 + 7 * K + 1`` floats, ``K`` = agents observed; WarpDrive's):
 
 * own state: ``x / L``, ``y / L``, ``speed / max_speed``, ``acceleration / max_speed``,
   ``direction / 2pi``, type (1 tagger, 0 runner);
@@ -46,6 +46,19 @@ Observation of one agent (``6 + 7 * K + 1`` floats, ``K`` = agents observed):
   ``use_full_observation``): relative ``x``, ``y`` / ``(sqrt(2) L)``, relative speed
   and acceleration / ``max_speed``, relative direction / ``2pi``, type,
   still-in-game; zeros where fewer remain;
+* the time step / ``episode_length``.
+
+With ``egocentric_observation`` (``9 + 9 * K + 1`` floats), positions and velocities are
+in the agent's own frame (``ahead``: along its heading, ``left``: 90 degrees
+counter-clockwise from it), in units of one step at ``max_speed``, and angles are
+cosines and sines (no jump at ``2pi``), so that "turn towards the nearest runner" is
+the sign of one feature:
+
+* own state: ``x / L``, ``y / L``, ``speed / max_speed``, ``acceleration / max_speed``,
+  ``cos`` and ``sin`` of the heading, the arena's centre ahead and left, type;
+* each other agent: its position ahead and left, its distance, its velocity relative
+  to the agent's (ahead, left), ``cos`` and ``sin`` of its heading relative to the
+  agent's, type, still-in-game; zeros where fewer remain;
 * the time step / ``episode_length``.
 
 An agent out of the game sees zeros.
@@ -67,13 +80,28 @@ from torchrl_warp.cuda.rng import randint, uniform
 
 __all__ = ["reset_agent", "move", "detect_tags", "score_tags", "count_runner", "count_runners_left",
            "end_of_step", "retire_agent", "clear_counts", "count_cells", "sum_rows", "start_cells", "fill_cells",
-           "observe_nearest", "observe", "cells_per_side", "OWN_FEATURES", "NEIGHBOR_FEATURES"]
+           "observe_nearest", "observe", "cells_per_side", "observation_size", "OWN_FEATURES", "NEIGHBOR_FEATURES",
+           "EGO_OWN_FEATURES", "EGO_NEIGHBOR_FEATURES"]
 
 OWN_FEATURES = 6
 NEIGHBOR_FEATURES = 7
+#: the same with ``egocentric_observation``
+EGO_OWN_FEATURES = 9
+EGO_NEIGHBOR_FEATURES = 9
 _TWO_PI = 2.0 * math.pi
 #: agents per grid cell that ``cells_per_side`` aims at
 AGENTS_PER_CELL = 3.0
+
+
+def observation_size(num_observed: int, egocentric: bool) -> int:
+    """Floats in one agent's observation: own features, ``num_observed`` others, the time step.
+
+    >>> observation_size(10, False), observation_size(10, True)
+    (77, 100)
+    """
+    if egocentric:
+        return EGO_OWN_FEATURES + EGO_NEIGHBOR_FEATURES * num_observed + 1
+    return OWN_FEATURES + NEIGHBOR_FEATURES * num_observed + 1
 
 
 def cells_per_side(num_agents: int) -> int:
@@ -316,18 +344,6 @@ def fill_cells(env, agent, pos, agent_cell, agent_slot, cell_start, cell_agent, 
 
 
 @numba.njit
-def _write_neighbor(observation, env, agent, base, o, pos, direction, speed, acceleration, in_game,
-                    num_taggers, pos_scale, max_speed):
-    observation[env, agent, base + 0] = (pos[env, o, 0] - pos[env, agent, 0]) * pos_scale
-    observation[env, agent, base + 1] = (pos[env, o, 1] - pos[env, agent, 1]) * pos_scale
-    observation[env, agent, base + 2] = (speed[env, o] - speed[env, agent]) / max_speed
-    observation[env, agent, base + 3] = (acceleration[env, o] - acceleration[env, agent]) / max_speed
-    observation[env, agent, base + 4] = (direction[env, o] - direction[env, agent]) / _TWO_PI
-    observation[env, agent, base + 5] = 1.0 if o < num_taggers else 0.0
-    observation[env, agent, base + 6] = 1.0 if in_game[env, o] else 0.0
-
-
-@numba.njit
 def _insert_neighbor(dist, index, slots, filled, d2, o):
     """Insert ``(d2, o)`` into the sorted list of ``filled`` entries (dropping the last
     one if full); return the new fill count and the new last entry ``(d2, index)``."""
@@ -481,16 +497,78 @@ def _find_neighbors(env, agent, x, y, neighbor_distance, neighbor_index, agent_c
 
 
 @numba.njit
+def _heading(env, agent, direction, egocentric):
+    """``cos`` and ``sin`` of the agent's heading, in float64 (zeros when not egocentric:
+    only the egocentric observation uses them)."""
+    if not egocentric:
+        return 0.0, 0.0
+    heading = numba.float64(direction[env, agent])
+    return math.cos(heading), math.sin(heading)
+
+
+@numba.njit
 def _observe_own(env, agent, step_count, pos, direction, speed, acceleration, observation, num_taggers,
-                 grid_length, max_speed, episode_length):
-    """The agent's own features and the time step (layout in the module docstring)."""
+                 grid_length, max_speed, episode_length, egocentric, c, s):
+    """The agent's own features and the time step (layout in the module docstring);
+    ``c, s``: :func:`_heading`."""
     observation[env, agent, 0] = pos[env, agent, 0] / grid_length
     observation[env, agent, 1] = pos[env, agent, 1] / grid_length
     observation[env, agent, 2] = speed[env, agent] / max_speed
     observation[env, agent, 3] = acceleration[env, agent] / max_speed
-    observation[env, agent, 4] = direction[env, agent] / _TWO_PI
-    observation[env, agent, 5] = 1.0 if agent < num_taggers else 0.0
+    tagger = 1.0 if agent < num_taggers else 0.0
+    if egocentric:
+        to_x = (0.5 * grid_length - numba.float64(pos[env, agent, 0])) / max_speed
+        to_y = (0.5 * grid_length - numba.float64(pos[env, agent, 1])) / max_speed
+        observation[env, agent, 4] = c
+        observation[env, agent, 5] = s
+        observation[env, agent, 6] = to_x * c + to_y * s
+        observation[env, agent, 7] = to_y * c - to_x * s
+        observation[env, agent, 8] = tagger
+    else:
+        observation[env, agent, 4] = direction[env, agent] / _TWO_PI
+        observation[env, agent, 5] = tagger
     observation[env, agent, observation.shape[2] - 1] = step_count[env] / episode_length
+
+
+@numba.njit
+def _observe_other(observation, env, agent, slot, o, pos, direction, speed, acceleration, in_game, num_taggers,
+                   grid_length, max_speed, egocentric, c, s):
+    """Agent ``o`` in the agent's ``slot`` of other agents (zeros if ``o < 0`` or out of the
+    game); ``c, s``: :func:`_heading` of the agent."""
+    own, per = (EGO_OWN_FEATURES, EGO_NEIGHBOR_FEATURES) if egocentric else (OWN_FEATURES, NEIGHBOR_FEATURES)
+    base = own + per * slot
+    if o < 0 or not in_game[env, o]:
+        for i in range(per):
+            observation[env, agent, base + i] = 0.0
+        return
+    tagger = 1.0 if o < num_taggers else 0.0
+    if not egocentric:
+        pos_scale = 1.0 / (math.sqrt(2.0) * grid_length)
+        observation[env, agent, base + 0] = (pos[env, o, 0] - pos[env, agent, 0]) * pos_scale
+        observation[env, agent, base + 1] = (pos[env, o, 1] - pos[env, agent, 1]) * pos_scale
+        observation[env, agent, base + 2] = (speed[env, o] - speed[env, agent]) / max_speed
+        observation[env, agent, base + 3] = (acceleration[env, o] - acceleration[env, agent]) / max_speed
+        observation[env, agent, base + 4] = (direction[env, o] - direction[env, agent]) / _TWO_PI
+        observation[env, agent, base + 5] = tagger
+        observation[env, agent, base + 6] = 1.0
+        return
+    f64 = numba.float64
+    dx = (f64(pos[env, o, 0]) - f64(pos[env, agent, 0])) / max_speed
+    dy = (f64(pos[env, o, 1]) - f64(pos[env, agent, 1])) / max_speed
+    ahead = dx * c + dy * s
+    left = dy * c - dx * s
+    turn = f64(direction[env, o]) - f64(direction[env, agent])
+    ct, st = math.cos(turn), math.sin(turn)
+    other_speed = f64(speed[env, o]) / max_speed
+    observation[env, agent, base + 0] = ahead
+    observation[env, agent, base + 1] = left
+    observation[env, agent, base + 2] = math.sqrt(ahead * ahead + left * left)
+    observation[env, agent, base + 3] = other_speed * ct - f64(speed[env, agent]) / max_speed
+    observation[env, agent, base + 4] = other_speed * st
+    observation[env, agent, base + 5] = ct
+    observation[env, agent, base + 6] = st
+    observation[env, agent, base + 7] = tagger
+    observation[env, agent, base + 8] = 1.0
 
 
 @numba.njit
@@ -498,6 +576,7 @@ def observe_nearest(
     env, agent, step_count, pos, direction, speed, acceleration, in_game, observation, neighbor_distance,
     neighbor_index, agent_cell, cell_start, cell_agent, cell_x, cell_y, agent_done, agent_terminated, agent_truncated,
     terminated, truncated, num_taggers, grid_length, max_speed, episode_length, cells_per_side,
+    egocentric_observation,
 ):
     """Find the k nearest of an agent in the game and write its observation and done flags.
 
@@ -516,33 +595,19 @@ def observe_nearest(
     agent_done[env, me] = terminated[env] or truncated[env]
     _find_neighbors(env, me, cell_x[env, agent], cell_y[env, agent], neighbor_distance, neighbor_index, agent_cell,
                     cell_start, cell_agent, cell_x, cell_y, grid_length, g)
-    _observe_listed(env, me, step_count, pos, direction, speed, acceleration, in_game, observation,
-                    neighbor_index, num_taggers, grid_length, max_speed, episode_length)
-
-
-@numba.njit
-def _observe_listed(env, agent, step_count, pos, direction, speed, acceleration, in_game, observation,
-                    neighbor_index, num_taggers, grid_length, max_speed, episode_length):
-    """An agent's observation: own features, then the agents of its ``neighbor_index`` row."""
-    _observe_own(env, agent, step_count, pos, direction, speed, acceleration, observation, num_taggers, grid_length,
-                 max_speed, episode_length)
-    pos_scale = 1.0 / (math.sqrt(2.0) * grid_length)
-    for s in range(neighbor_index.shape[2]):
-        base = OWN_FEATURES + NEIGHBOR_FEATURES * s
-        o = neighbor_index[env, agent, s]
-        if o >= 0:
-            _write_neighbor(observation, env, agent, base, o, pos, direction, speed, acceleration, in_game,
-                            num_taggers, pos_scale, max_speed)
-        else:
-            for i in range(NEIGHBOR_FEATURES):
-                observation[env, agent, base + i] = 0.0
+    c, s = _heading(env, me, direction, egocentric_observation)
+    _observe_own(env, me, step_count, pos, direction, speed, acceleration, observation, num_taggers, grid_length,
+                 max_speed, episode_length, egocentric_observation, c, s)
+    for slot in range(neighbor_index.shape[2]):
+        _observe_other(observation, env, me, slot, neighbor_index[env, me, slot], pos, direction, speed, acceleration,
+                       in_game, num_taggers, grid_length, max_speed, egocentric_observation, c, s)
 
 
 @numba.njit
 def observe(
     env, agent, step_count, pos, direction, speed, acceleration, in_game, observation, agent_done,
     agent_terminated, agent_truncated, terminated, truncated, num_taggers, grid_length, max_speed,
-    episode_length,
+    episode_length, egocentric_observation,
 ):
     """The full observation (``use_full_observation``): done flags, own features and every
     other agent in index order (zeros for those out of the game)."""
@@ -550,20 +615,14 @@ def observe(
     agent_terminated[env, agent] = out or terminated[env]
     agent_truncated[env, agent] = truncated[env]
     agent_done[env, agent] = out or terminated[env] or truncated[env]
-    dim = observation.shape[2]
     if out:
-        for i in range(dim):
+        for i in range(observation.shape[2]):
             observation[env, agent, i] = 0.0
         return
+    c, s = _heading(env, agent, direction, egocentric_observation)
     _observe_own(env, agent, step_count, pos, direction, speed, acceleration, observation, num_taggers,
-                 grid_length, max_speed, episode_length)
-    pos_scale = 1.0 / (math.sqrt(2.0) * grid_length)
-    for s in range((dim - OWN_FEATURES - 1) // NEIGHBOR_FEATURES):
-        base = OWN_FEATURES + NEIGHBOR_FEATURES * s
-        o = s if s < agent else s + 1  # every other agent, in index order
-        if in_game[env, o]:
-            _write_neighbor(observation, env, agent, base, o, pos, direction, speed, acceleration, in_game,
-                            num_taggers, pos_scale, max_speed)
-        else:
-            for i in range(NEIGHBOR_FEATURES):
-                observation[env, agent, base + i] = 0.0
+                 grid_length, max_speed, episode_length, egocentric_observation, c, s)
+    for slot in range(in_game.shape[1] - 1):
+        o = slot if slot < agent else slot + 1  # every other agent, in index order
+        _observe_other(observation, env, agent, slot, o, pos, direction, speed, acceleration, in_game, num_taggers,
+                       grid_length, max_speed, egocentric_observation, c, s)

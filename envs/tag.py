@@ -36,7 +36,10 @@ class TagEnv(WarpEnv):
     for that tagger, and it leaves the game if ``runner_exits_game_after_tagged``
     (its per-agent ``terminated`` flag is set). The episode terminates when no
     runner is left and is truncated after ``episode_length`` steps. The
-    observation layout is documented in :mod:`torchrl_warp.cuda.tag`.
+    observation layout is documented in :mod:`torchrl_warp.cuda.tag`: WarpDrive's by
+    default, or with ``egocentric_observation=True`` positions and velocities in each
+    agent's own frame and angles as cosines and sines (what the training recipe uses:
+    MAPPO learns Tag with it and barely without, docs/recipes.md).
 
     Any number of agents works: lanes of a CUDA block stride over agents. Each agent
     observes its ``num_other_agents_observed`` nearest (exactly those a brute-force
@@ -63,6 +66,7 @@ class TagEnv(WarpEnv):
         "skill_level_runner": 1.0,
         "num_other_agents_observed": 10,
         "use_full_observation": False,
+        "egocentric_observation": False,
         "tagging_distance": 0.02,
         "tag_reward_for_tagger": 10.0,
         "tag_penalty_for_runner": -10.0,
@@ -114,7 +118,7 @@ class TagEnv(WarpEnv):
                     (kernels.score_tags, kernels.count_runner), kernels.end_of_step, kernels.observe)
         return Layout(
             groups={"taggers": p.num_taggers, "runners": p.num_runners},
-            observation_shape=(kernels.OWN_FEATURES + kernels.NEIGHBOR_FEATURES * k + 1,),
+            observation_shape=(kernels.observation_size(k, p.egocentric_observation),),
             action_spec=MultiCategorical(
                 nvec=[p.num_acceleration_levels + 1, p.num_turn_levels + 1], dtype=torch.int64
             ),

@@ -79,7 +79,9 @@ def reference_observation(s, p):
     E, N = s["speed"].shape
     T = p.num_taggers
     k = N - 1 if p.use_full_observation else p.num_other_agents_observed
-    obs = np.zeros((E, N, 6 + 7 * k + 1))
+    ego = p.egocentric_observation
+    own, per = (9, 9) if ego else (6, 7)
+    obs = np.zeros((E, N, own + per * k + 1))
     L, vmax = p.grid_length, p.max_speed
     scale = 1.0 / (math.sqrt(2.0) * L)
     for e in range(E):
@@ -89,7 +91,17 @@ def reference_observation(s, p):
             o = obs[e, a]
             o[0:2] = s["pos"][e, a] / L
             o[2], o[3] = s["speed"][e, a] / vmax, s["acceleration"][e, a] / vmax
-            o[4], o[5] = s["direction"][e, a] / TWO_PI, float(a < T)
+            heading = float(s["direction"][e, a])
+            # the agent's frame: "ahead" along its heading, "left" 90 degrees counter-clockwise
+            forward, leftward = np.array([math.cos(heading), math.sin(heading)]), \
+                np.array([-math.sin(heading), math.cos(heading)])
+            if ego:
+                to_centre = (L / 2 - s["pos"][e, a].astype(np.float64)) / vmax
+                o[4], o[5] = forward
+                o[6], o[7] = to_centre @ forward, to_centre @ leftward
+                o[8] = float(a < T)
+            else:
+                o[4], o[5] = heading / TWO_PI, float(a < T)
             o[-1] = s["step_count"][e] / p.episode_length
             others = [b for b in range(N) if b != a]
             if not p.use_full_observation:
@@ -102,7 +114,15 @@ def reference_observation(s, p):
             for slot, b in enumerate(others):
                 if not s["in_game"][e, b]:
                     continue
-                base = 6 + 7 * slot
+                base = own + per * slot
+                if ego:
+                    rel = (s["pos"][e, b].astype(np.float64) - s["pos"][e, a]) / vmax
+                    turn = float(s["direction"][e, b]) - heading
+                    v_rel = s["speed"][e, b] / vmax * np.array([math.cos(turn), math.sin(turn)]) \
+                        - [s["speed"][e, a] / vmax, 0.0]
+                    o[base:base + 9] = [rel @ forward, rel @ leftward, np.linalg.norm(rel), *v_rel,
+                                        math.cos(turn), math.sin(turn), float(b < T), 1.0]
+                    continue
                 o[base:base + 2] = (s["pos"][e, b] - s["pos"][e, a]) * scale
                 o[base + 2] = (s["speed"][e, b] - s["speed"][e, a]) / vmax
                 o[base + 3] = (s["acceleration"][e, b] - s["acceleration"][e, a]) / vmax

@@ -27,6 +27,7 @@ def strict(fn):
 
 ENVS = {  # short Tag episodes, so that 100-200 steps include resets
     "tag": lambda **kw: TagEnv(num_envs=32, episode_length=40, **kw),
+    "tag_egocentric": lambda **kw: TagEnv(num_envs=32, episode_length=40, egocentric_observation=True, **kw),
     "cartpole": lambda **kw: CartPoleEnv(num_envs=512, **kw),
 }
 

@@ -38,8 +38,13 @@ def read_csv_scalars(run_dir):
           "env.params.num_taggers=2", "env.params.num_runners=4", "+env.params.num_other_agents_observed=2",
           "env.params.episode_length=10", "algo.hidden=[16,16]", "algo.minibatch_size=20", "eval_envs=4"],
          ["taggers", "runners"]),
+        (["env=tag", "algo=ippo", "env.params.egocentric_observation=false", "env.num_envs=4",
+          "env.steps_per_batch=10", "env.total_frames=80", "env.params.num_taggers=2", "env.params.num_runners=4",
+          "+env.params.num_other_agents_observed=2", "env.params.episode_length=10", "algo.hidden=[16,16]",
+          "algo.minibatch_size=20", "eval_envs=4"],
+         ["taggers", "runners"]),
     ],
-    ids=["cartpole_ppo", "tag_mappo"],
+    ids=["cartpole_ppo", "tag_mappo", "tag_ippo_warpdrive_observation"],
 )
 def test_smoke_run_writes_checkpoint_csv_and_finite_losses(tmp_path, overrides, groups):
     proc = run_train(tmp_path, "checkpoint_every=1", "profile_iteration=2", *overrides)
@@ -106,13 +111,34 @@ def test_obs_norm_standardizes_inside_the_networks():
     flag = 6 + 6  # own features, then the first neighbour's 7th feature
     assert loc[flag] == 1.0 and scale[flag] == 1.0
     algo = OmegaConf.structured(AlgoConfig(name="mappo", hidden=[8]))
-    agent = GroupAgent(env, "taggers", algo, torch.device("cpu"), (loc, scale))
+    agent = GroupAgent(env, "taggers", algo, torch.device("cpu"), obs_stats=(loc, scale))
     first = agent.actor.module[0].module[0]
     assert isinstance(first, Standardize) and torch.equal(first.loc, loc)
     td = env.reset()
     obs = td["taggers", "observation"]
     torch.testing.assert_close(first(obs), (obs - loc) / scale)
     assert any(name.endswith("scale") for name in agent.state_dict())  # saved in checkpoints
+
+
+@pytest.mark.parametrize("algo", ["mappo", "ippo"])
+def test_advantage_in_slices_of_envs_equals_one_pass(algo):
+    from omegaconf import OmegaConf
+
+    from torchrl_warp.envs import TagEnv
+    from torchrl_warp.recipes.config import AlgoConfig
+    from torchrl_warp.recipes.train import GroupAgent
+
+    torch.manual_seed(0)
+    env = TagEnv(num_envs=5, num_taggers=2, num_runners=5, num_other_agents_observed=2, episode_length=4, seed=0)
+    agent = GroupAgent(env, "runners", OmegaConf.structured(AlgoConfig(name=algo, hidden=[8])), torch.device("cpu"))
+    batch = env.rollout(9, break_when_any_done=False)  # [5 envs, 9 steps], episodes end inside
+    whole, sliced = batch.clone(), batch.clone()
+    agent.advantage(whole, chunk_frames=10**6)
+    agent.advantage(sliced, chunk_frames=2 * 9)  # two envs per slice: 2 + 2 + 1
+    for k in (("runners", "advantage"), ("runners", "value_target"), ("runners", "state_value")):
+        assert k in sliced.keys(True) and sliced[k].shape[:2] == (5, 9)
+        torch.testing.assert_close(sliced[k], whole[k])
+    assert whole["runners", "advantage"].abs().sum() > 0
 
 
 def test_obs_norm_stats_come_back_with_a_resumed_run(tmp_path):

@@ -23,6 +23,18 @@ def test_bench_cli_measures_every_mode(tmp_path):
         assert r["env_steps_per_s"] > 0 and r["agent_steps_per_s"] == pytest.approx(5 * r["env_steps_per_s"])
     saved = json.loads(out.read_text())
     assert saved["results"] == rows and saved["meta"]["torch"] == torch.__version__
+    assert not any(r["egocentric"] for r in rows)
+
+
+def test_bench_cli_egocentric_is_a_tag_option(capsys):
+    from torchrl_warp.bench import main
+
+    rows = main(["--env", "tag", "--num-envs", "2", "--agents", "2+3", "--k", "2", "--steps", "2",
+                 "--repeats", "1", "--mode", "step", "--egocentric"])
+    assert rows[0]["egocentric"]
+    with pytest.raises(SystemExit):
+        main(["--env", "cartpole", "--egocentric"])
+    assert "--egocentric is a Tag option" in capsys.readouterr().err
 
 
 def test_bench_times_the_step_kernel_phase_by_phase_and_restores_the_state(tmp_path):

@@ -157,8 +157,12 @@ def main(argv=None) -> list[dict]:
                         help="collector mode: let TorchRL track trajectory ids (syncs every step)")
     parser.add_argument("--phases", action="store_true",
                         help="instead of the modes: time the step kernel cut after each of its phases")
+    parser.add_argument("--egocentric", action="store_true",
+                        help="Tag: egocentric_observation=True (the training recipe's layout)")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
+    if args.egocentric and args.env != "tag":
+        parser.error("--egocentric is a Tag option")
     if args.phases:
         return _print_phases(args)
 
@@ -170,12 +174,12 @@ def main(argv=None) -> list[dict]:
     for agents in agent_grid:
         for k in k_grid:
             for n in args.num_envs:
-                env = make_env(args.env, n, args.device, agents, k, cuda_graphs=not args.no_cuda_graphs)
+                env = make_env(args.env, n, args.device, agents, k, **_env_options(args))
                 for mode in args.mode:
                     sec = measure(env, mode, steps=args.steps, repeats=args.repeats,
                                   track_traj_ids=args.collector_traj_ids)
                     row = dict(env=args.env, device=str(env.device), backend=env.backend, agents=env.num_agents,
-                               cuda_graphs=not args.no_cuda_graphs,
+                               cuda_graphs=not args.no_cuda_graphs, egocentric=args.egocentric,
                                k=k, num_envs=n, mode=mode, seconds_per_step=sec,
                                env_steps_per_s=n / sec, agent_steps_per_s=n * env.num_agents / sec)
                     results.append(row)
@@ -191,12 +195,19 @@ def main(argv=None) -> list[dict]:
     return results
 
 
+def _env_options(args) -> dict:
+    options = dict(cuda_graphs=not args.no_cuda_graphs)
+    if args.egocentric:
+        options["egocentric_observation"] = True
+    return options
+
+
 def _print_phases(args) -> list[dict]:
     results = []
     for agents in (args.agents if args.env == "tag" else ["1"]):
         for k in (args.k if args.env == "tag" else [None]):
             for n in args.num_envs:
-                env = make_env(args.env, n, args.device, agents, k, cuda_graphs=not args.no_cuda_graphs)
+                env = make_env(args.env, n, args.device, agents, k, **_env_options(args))
                 print(f"{args.env} {agents} k={k or '-'} num_envs={n} on {env.device}: step kernel up to each phase")
                 previous = 0.0
                 for name, sec in phase_seconds(env, steps=args.steps, repeats=args.repeats):

@@ -243,7 +243,12 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     collector = Collector(env, policy, frames_per_batch=frames_per_batch,
                           total_frames=max(cfg.env.total_frames - frames_done, frames_per_batch),
                           device=device, storing_device=device, no_cuda_sync=True,
-                          track_traj_ids=False)  # GAE needs done flags only; ids cost a host sync per step
+                          # GAE needs done flags only; trajectory ids cost a host sync per step
+                          track_traj_ids=False,
+                          # feed-forward policies need no env transforms; torchrl 0.14 flags an
+                          # InitTracker as missing for any module policy (and 0.15 would append it,
+                          # wrapping the env in a TransformedEnv off its lean step path)
+                          auto_register_policy_transforms=False)
     buffer = ReplayBuffer(storage=LazyTensorStorage(frames_per_batch, device=device),
                           sampler=SamplerWithoutReplacement(), batch_size=cfg.algo.minibatch_size)
     tracker = EpisodeTracker(groups, cfg.env.num_envs, device)

@@ -49,6 +49,7 @@ def read_csv_scalars(run_dir):
 def test_smoke_run_writes_checkpoint_csv_and_finite_losses(tmp_path, overrides, groups):
     proc = run_train(tmp_path, "checkpoint_every=1", "profile_iteration=2", *overrides)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "missing transforms required by the policy" not in proc.stderr
     ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
     assert set(ckpt) == {"agents", "optimizer", "frames", "iteration", "config"}
     assert ckpt["frames"] > 0 and ckpt["optimizer"]["state"]

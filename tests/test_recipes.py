@@ -114,11 +114,24 @@ def test_obs_norm_standardizes_inside_the_networks():
     algo = OmegaConf.structured(AlgoConfig(name="mappo", hidden=[8]))
     agent = GroupAgent(env, "taggers", algo, torch.device("cpu"), obs_stats=(loc, scale))
     first = agent.actor.module[0].module[0]
-    assert isinstance(first, Standardize) and torch.equal(first.loc, loc)
+    assert isinstance(first, Standardize)
+    torch.testing.assert_close(first.inv_scale * scale, torch.ones_like(scale))
     td = env.reset()
     obs = td["taggers", "observation"]
     torch.testing.assert_close(first(obs), (obs - loc) / scale)
-    assert any(name.endswith("scale") for name in agent.state_dict())  # saved in checkpoints
+    assert any(name.endswith("inv_scale") for name in agent.state_dict())  # saved in checkpoints
+
+
+def test_the_replay_buffer_gets_no_next_observations():
+    from torchrl_warp.envs import TagEnv
+    from torchrl_warp.recipes.train import without_next_observations
+
+    env = TagEnv(num_envs=3, num_taggers=2, num_runners=5, num_other_agents_observed=2, seed=0)
+    batch = env.rollout(4, break_when_any_done=False)
+    kept = without_next_observations(batch, ["taggers", "runners"])
+    dropped = set(batch.keys(True, True)) - set(kept.keys(True, True))
+    assert dropped == {("next", "taggers", "observation"), ("next", "runners", "observation")}
+    assert torch.equal(kept["next", "runners", "reward"], batch["next", "runners", "reward"])
 
 
 @pytest.mark.parametrize("algo", ["mappo", "ippo"])
@@ -152,8 +165,8 @@ def test_obs_norm_stats_come_back_with_a_resumed_run(tmp_path):
     assert second.returncode == 0, second.stderr[-3000:]
     before = torch.load(ckpt, weights_only=False)["agents"]
     after = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=False)["agents"]
-    stats = [k for k in before if k.endswith((".loc", ".scale"))]
-    assert {"agent.actor.module.0.module.0.loc", "agent.critic.module.0.scale"} <= set(stats)
+    stats = [k for k in before if k.endswith((".shift", ".inv_scale"))]
+    assert {"agent.actor.module.0.module.0.shift", "agent.critic.module.0.inv_scale"} <= set(stats)
     for k in stats:
         assert torch.equal(before[k], after[k]), k
 

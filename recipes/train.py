@@ -146,9 +146,12 @@ class GroupAgent(torch.nn.Module):
         )
         self.critic = TensorDictModule(critic_net, in_keys=[key(group, "observation")],
                                        out_keys=[key(group, "state_value")])
+        # functional=False: the loss calls our modules as they are, instead of swapping their
+        # parameters in and out of them (TensorDict.to_module) around every call: same
+        # gradients, a third less host time per loss call (docs/benchmarks.md)
         self.loss = LOSSES[algo.name](
             self.actor, self.critic, clip_epsilon=algo.clip_epsilon, entropy_coeff=algo.entropy_coeff,
-            critic_coeff=algo.critic_coeff, normalize_advantage=True,
+            critic_coeff=algo.critic_coeff, normalize_advantage=True, functional=False,
         )
         if group is not None:
             self.loss.set_keys(
@@ -165,8 +168,7 @@ class GroupAgent(torch.nn.Module):
         hidden layer). Each env's trajectory is in one slice, so this is exact."""
         added = []
         for part in batch.split(max(1, chunk_frames // batch.shape[1]), 0):
-            out = self.loss.value_estimator(part.copy(), params=self.loss.critic_network_params,
-                                            target_params=self.loss.target_critic_network_params)
+            out = self.loss.value_estimator(part.copy())
             added.append(out.exclude(*part.keys(True, True)))
         batch.update(torch.cat(added, 0))
 

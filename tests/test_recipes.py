@@ -134,6 +134,45 @@ def test_the_replay_buffer_gets_no_next_observations():
     assert torch.equal(kept["next", "runners", "reward"], batch["next", "runners", "reward"])
 
 
+@pytest.mark.parametrize("algo", ["ppo", "mappo", "ippo"])
+def test_losses_without_functional_parameters_match_torchrl_defaults(algo):
+    """The recipe's losses call the modules directly (``functional=False``, less host
+    time); the losses and gradients are those of TorchRL's functional default."""
+    from omegaconf import OmegaConf
+    from tensordict.nn import TensorDictSequential
+
+    from torchrl_warp.envs import CartPoleEnv, TagEnv
+    from torchrl_warp.recipes.config import AlgoConfig
+    from torchrl_warp.recipes.train import LOSSES, GroupAgent
+
+    torch.manual_seed(0)
+    group = None if algo == "ppo" else "runners"
+    env = CartPoleEnv(num_envs=4, seed=0) if algo == "ppo" else TagEnv(
+        num_envs=4, num_taggers=2, num_runners=5, num_other_agents_observed=2, seed=0)
+    cfg = OmegaConf.structured(AlgoConfig(name=algo, hidden=[8], entropy_coeff=0.01))
+    agent = GroupAgent(env, group, cfg, torch.device("cpu"))
+    policy = agent.actor if group is None else TensorDictSequential(
+        agent.actor, GroupAgent(env, "taggers", cfg, torch.device("cpu")).actor)
+    with torch.no_grad():
+        batch = env.rollout(6, policy, break_when_any_done=False)
+        agent.advantage(batch)
+    ours = agent.loss
+    assert not ours.functional
+    theirs = LOSSES[algo](agent.actor, agent.critic, clip_epsilon=cfg.clip_epsilon, entropy_coeff=cfg.entropy_coeff,
+                          critic_coeff=cfg.critic_coeff, normalize_advantage=True)
+    assert theirs.functional
+    theirs.set_keys(**{k: getattr(ours.tensor_keys, k) for k in ("reward", "action", "sample_log_prob", "value",
+                                                                 "advantage", "value_target", "done", "terminated")})
+    params = list(agent.parameters())
+    results = []
+    for loss in (ours, theirs):
+        out = loss(batch.reshape(-1))
+        total = out["loss_objective"] + out["loss_critic"] + out["loss_entropy"]
+        results.append((total.detach(), torch.autograd.grad(total, params, allow_unused=True)))
+    torch.testing.assert_close(results[0], results[1])
+    assert sum(g.abs().sum() for g in results[0][1] if g is not None) > 0
+
+
 @pytest.mark.parametrize("algo", ["mappo", "ippo"])
 def test_advantage_in_slices_of_envs_equals_one_pass(algo):
     from omegaconf import OmegaConf

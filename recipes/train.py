@@ -148,7 +148,7 @@ class GroupAgent(torch.nn.Module):
                                        out_keys=[key(group, "state_value")])
         # functional=False: the loss calls our modules as they are, instead of swapping their
         # parameters in and out of them (TensorDict.to_module) around every call: same
-        # gradients, a third less host time per loss call (docs/benchmarks.md)
+        # gradients, a quarter less host time per loss call (docs/benchmarks.md)
         self.loss = LOSSES[algo.name](
             self.actor, self.critic, clip_epsilon=algo.clip_epsilon, entropy_coeff=algo.entropy_coeff,
             critic_coeff=algo.critic_coeff, normalize_advantage=True, functional=False,
@@ -187,7 +187,8 @@ def without_next_observations(batch, groups):
     >>> sorted(without_next_observations(td, [None]).keys(True, True))
     ['observation']
     """
-    return batch.exclude(*[("next", *(g, "observation")[g is None:]) for g in groups])
+    keys = [("next", "observation") if g is None else ("next", g, "observation") for g in groups]
+    return batch.exclude(*keys)
 
 
 @torch.no_grad()

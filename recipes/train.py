@@ -29,13 +29,12 @@ from torchrl.data import LazyTensorStorage, ReplayBuffer  # noqa: E402
 from torchrl.data.replay_buffers.samplers import SamplerWithoutReplacement  # noqa: E402
 from torchrl.envs.utils import ExplorationType, set_exploration_type  # noqa: E402
 from torchrl.modules import MLP, MultiAgentMLP, ProbabilisticActor  # noqa: E402
-from torchrl.objectives import ClipPPOLoss  # noqa: E402
-from torchrl.objectives.multiagent import IPPOLoss, MAPPOLoss  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from torchrl_warp.distributions import MultiCategoricalLogits  # noqa: E402
 from torchrl_warp.envs import CartPoleEnv, TagEnv  # noqa: E402
 from torchrl_warp.recipes.config import register  # noqa: E402
+from torchrl_warp.recipes.losses import LOSSES  # noqa: E402
 from torchrl_warp.recipes.metrics import (  # noqa: E402
     EpisodeTracker, count_tags, make_logger, plot_learning_curve, tags_per_episode,
 )
@@ -43,7 +42,6 @@ from torchrl_warp.recipes.scripted import Steer  # noqa: E402
 
 register()
 ENVS = {"tag": TagEnv, "cartpole": CartPoleEnv}
-LOSSES = {"ppo": ClipPPOLoss, "mappo": MAPPOLoss, "ippo": IPPOLoss}
 
 
 def key(group, name):

@@ -124,3 +124,28 @@ def test_set_seed_after_graph_capture_replays_the_new_seed(name):
     eager = ENVS[name](device="cuda", seed=21, cuda_graphs=False)
     assert (eager.rollout(20, policy=pre_drawn_policy(eager, 20, device="cuda"), break_when_any_done=False)
             == expected).all()
+
+
+def test_recipe_losses_do_not_sync_with_the_host():
+    """recipes/losses.py: a MAPPO loss forward and backward on the GPU never waits for the
+    device (TorchRL's own ``MAPPOLoss`` checks its entropy's finiteness: one sync per call)."""
+    from omegaconf import OmegaConf
+    from tensordict.nn import TensorDictSequential
+
+    from torchrl_warp.recipes.config import AlgoConfig
+    from torchrl_warp.recipes.train import GroupAgent
+
+    env = ENVS["tag"](device="cuda", seed=0)
+    cfg = OmegaConf.structured(AlgoConfig(name="mappo", hidden=[16], entropy_coeff=0.01))
+    agents = [GroupAgent(env, g, cfg, torch.device("cuda")) for g in ("taggers", "runners")]
+    with torch.no_grad():
+        batch = env.rollout(8, TensorDictSequential(agents[0].actor, agents[1].actor), break_when_any_done=False)
+        agents[1].advantage(batch)
+    minibatch = batch.reshape(-1)
+
+    @strict
+    def step():
+        out = agents[1].loss(minibatch)
+        (out["loss_objective"] + out["loss_critic"] + out["loss_entropy"]).backward()
+
+    step()

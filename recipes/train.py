@@ -117,6 +117,11 @@ class GroupAgent(torch.nn.Module):
         obs_dim = env.layout.observation_shape[-1]
         spec = env.full_action_spec[key(group, "action")]
         hidden = list(algo.hidden)
+        # floats per frame the critic reads (every agent's observation) and holds in a hidden
+        # layer (one row per agent, or one for the group: MAPPO's centralised critic)
+        agents = 1 if group is None else env.layout.groups[group]
+        centralised = group is None or algo.name == "mappo"
+        self.critic_floats_per_frame = agents * obs_dim + (1 if centralised else agents) * max(algo.hidden)
         if group is None:  # one agent per env: plain MLPs and a categorical policy
             actor_net = MLP(in_features=obs_dim, out_features=spec.space.n, num_cells=hidden,
                             activation_class=torch.nn.Tanh, device=device)
@@ -160,12 +165,15 @@ class GroupAgent(torch.nn.Module):
             )
         self.loss.make_value_estimator(self.loss.default_value_estimator, gamma=algo.gamma, lmbda=algo.lmbda)
 
-    def advantage(self, batch, chunk_frames: int = 1 << 14):
+    def advantage(self, batch, chunk_floats: int = 1 << 29):
         """GAE into ``batch`` (``[envs, time]``), a slice of envs at a time, to bound the
-        critic's activations (IPPO's over 2048 envs x 100 steps x 100 runners: 21 GB per
-        hidden layer). Each env's trajectory is in one slice, so this is exact."""
+        critic's temporaries (IPPO's over 2048 envs x 100 steps x 100 runners: 21 GB per
+        hidden layer) to ~``chunk_floats`` floats each. Each env's trajectory is in one
+        slice, so this is exact. Slices are as large as that allows: each one's value
+        estimator asks the device whether its inputs hold a NaN (a host sync)."""
+        frames = max(1, chunk_floats // self.critic_floats_per_frame)
         added = []
-        for part in batch.split(max(1, chunk_frames // batch.shape[1]), 0):
+        for part in batch.split(max(1, frames // batch.shape[1]), 0):
             out = self.loss.value_estimator(part.copy())
             added.append(out.exclude(*part.keys(True, True)))
         batch.update(torch.cat(added, 0))

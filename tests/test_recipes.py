@@ -189,8 +189,11 @@ def test_advantage_in_slices_of_envs_equals_one_pass(algo):
     agent = GroupAgent(env, "runners", OmegaConf.structured(AlgoConfig(name=algo, hidden=[8])), torch.device("cpu"))
     batch = env.rollout(9, break_when_any_done=False)  # [5 envs, 9 steps], episodes end inside
     whole, sliced = batch.clone(), batch.clone()
-    agent.advantage(whole, chunk_frames=10**6)
-    agent.advantage(sliced, chunk_frames=2 * 9)  # two envs per slice: 2 + 2 + 1
+    agent.advantage(whole, chunk_floats=10**9)
+    floats = agent.critic_floats_per_frame
+    # 5 runners' observations, and one hidden row per runner or (MAPPO) for the group
+    assert floats == 5 * env.layout.observation_shape[-1] + (1 if algo == "mappo" else 5) * 8
+    agent.advantage(sliced, chunk_floats=2 * 9 * floats)  # two envs per slice: 2 + 2 + 1
     for k in (("runners", "advantage"), ("runners", "value_target"), ("runners", "state_value")):
         assert k in sliced.keys(True) and sliced[k].shape[:2] == (5, 9)
         torch.testing.assert_close(sliced[k], whole[k])

@@ -6,8 +6,8 @@ back for each agent, without one:
 
 * step: (``clear_counts``, ``move``), ``detect_tags`` (runners find their nearest
   tagger, which counts them), (``score_tags``: taggers score, tagged runners leave
-  the game; ``count_cells``), ``sum_rows``, ``start_cells``, (``fill_cells``,
-  ``count_runners_left``, ``end_of_step``: one lane per env sets the done flags,
+  the game; ``count_cells``), ``sum_rows``, ``start_cells`` (and the runners left),
+  (``fill_cells``, ``end_of_step``: one lane per env sets the done flags,
   ``retire_agent``: agents out of the game), ``observe_nearest``;
 * reset: ``clear_counts``, (``reset_agent``, ``count_cells``), then as a step.
 * with ``use_full_observation`` (no grid): the runners count themselves
@@ -24,8 +24,8 @@ a slot in its cell with ``atomic_add``; ``sum_rows`` and ``start_cells`` turn th
 counts into an exclusive scan (``cell_start``, one lane per row of cells, O(G)
 each); ``fill_cells`` writes every agent and its position at ``cell_start[cell] +
 slot`` (``cell_agent``, ``cell_x``, ``cell_y``: the agents sorted by cell and their
-positions, in float64 so that the search converts nothing; the runners left
-are the agents there minus the taggers).
+positions, in float64 so that the search converts nothing); the runners left are
+the agents in the game minus the taggers, who never leave it.
 ``observe_nearest`` runs over that sorted list (so that a warp's lanes search
 neighbouring cells); for each agent it searches the 3 x 3 cells around the agent's
 own (one loop over their three rows' ranges), then rings of cells further out, and
@@ -78,7 +78,7 @@ from torchrl_warp.atomics import atomic_add
 from torchrl_warp.scratch import scratch_row
 from torchrl_warp.cuda.rng import randint, uniform
 
-__all__ = ["reset_agent", "move", "detect_tags", "score_tags", "count_runner", "count_runners_left",
+__all__ = ["reset_agent", "move", "detect_tags", "score_tags", "count_runner",
            "end_of_step", "retire_agent", "clear_counts", "count_cells", "sum_rows", "start_cells", "fill_cells",
            "observe_nearest", "observe", "cells_per_side", "observation_size", "OWN_FEATURES", "NEIGHBOR_FEATURES",
            "EGO_OWN_FEATURES", "EGO_NEIGHBOR_FEATURES"]
@@ -230,19 +230,6 @@ def count_runner(env, agent, in_game, runners_left, num_taggers):
 
 
 @numba.njit
-def count_runners_left(env, agent, in_game, cell_start, runners_left, num_taggers, cells_per_side):
-    """One lane per env: the runners left are the agents the grid holds (all in the game)
-    minus the taggers in the game; no atomics on one counter by every runner."""
-    if agent != 0:
-        return
-    left = cell_start[env, cells_per_side * cells_per_side]
-    for t in range(num_taggers):
-        if in_game[env, t]:
-            left -= 1
-    runners_left[env] = left
-
-
-@numba.njit
 def end_of_step(env, agent, step_count, runners_left, done, terminated, truncated, episode_length):
     """One lane per env: terminated when no runner is left, truncated at the time limit."""
     if agent != 0:
@@ -316,9 +303,10 @@ def sum_rows(env, agent, num_agents, cell_count, row_count, cells_per_side):
 
 
 @numba.njit
-def start_cells(env, agent, num_agents, cell_count, row_count, cell_start, cells_per_side):
+def start_cells(env, agent, num_agents, cell_count, row_count, cell_start, runners_left, num_taggers, cells_per_side):
     """Exclusive scan of the counts: ``cell_start[c]`` is where cell ``c``'s agents begin in
-    ``cell_agent``; ``cell_start[G * G]`` is the number of agents in the game."""
+    ``cell_agent``; ``cell_start[G * G]`` is the number of agents in the game, and the
+    runners left are that minus the taggers (taggers never leave the game)."""
     g = cells_per_side
     for row in range(agent, g, num_agents):
         offset = 0
@@ -329,6 +317,7 @@ def start_cells(env, agent, num_agents, cell_count, row_count, cell_start, cells
             offset += cell_count[env, c]
         if row == g - 1:
             cell_start[env, g * g] = offset
+            runners_left[env] = offset - num_taggers
 
 
 @numba.njit

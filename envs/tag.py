@@ -106,7 +106,7 @@ class TagEnv(WarpEnv):
         scratch = 0 if full else n
         agent = dict(per_agent=True)
         if not full:  # tuples are phases that run back to back, no barrier between
-            finish = (kernels.fill_cells, kernels.count_runners_left, kernels.end_of_step, kernels.retire_agent)
+            finish = (kernels.fill_cells, kernels.end_of_step, kernels.retire_agent)
             grid = (kernels.sum_rows, kernels.start_cells, finish, kernels.observe_nearest)
             reset = (kernels.clear_counts, (kernels.reset_agent, kernels.count_cells)) + grid
             step = ((kernels.clear_counts, kernels.move), kernels.detect_tags,

@@ -34,12 +34,15 @@ class AlgoConfig:
     clip_epsilon: float = 0.2
     entropy_coeff: float = 0.0
     critic_coeff: float = 0.5
+    reward_scale: float = 1.0           # rewards x this for GAE and the critic (values near 1 learn in fewer steps)
     epochs: int = 4
     minibatch_size: int = 4096
     max_grad_norm: float = 1.0
     hidden: list[int] = field(default_factory=lambda: [64, 64])
     amp: bool = False                   # bfloat16 autocast for the loss forward passes (CUDA)
     obs_norm: bool = False              # standardize observations in the networks (stats of a random rollout)
+    anneal_lr: bool = False             # lr falls linearly to 0 at env.total_frames
+    matmul_precision: str = "high"      # torch.set_float32_matmul_precision: high = TF32 on GPUs that have it
 
 
 @dataclass

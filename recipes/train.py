@@ -121,6 +121,7 @@ class GroupAgent(torch.nn.Module):
         # layer (one row per agent, or one for the group: MAPPO's centralised critic)
         agents = 1 if group is None else env.layout.groups[group]
         centralised = group is None or algo.name == "mappo"
+        self.reward_scale = algo.reward_scale
         self.critic_floats_per_frame = agents * obs_dim + (1 if centralised else agents) * max(algo.hidden)
         if group is None:  # one agent per env: plain MLPs and a categorical policy
             actor_net = MLP(in_features=obs_dim, out_features=spec.space.n, num_cells=hidden,
@@ -170,11 +171,17 @@ class GroupAgent(torch.nn.Module):
         critic's temporaries (IPPO's over 2048 envs x 100 steps x 100 runners: 21 GB per
         hidden layer) to ~``chunk_floats`` floats each. Each env's trajectory is in one
         slice, so this is exact. Slices are as large as that allows: each one's value
-        estimator asks the device whether its inputs hold a NaN (a host sync)."""
+        estimator asks the device whether its inputs hold a NaN (a host sync).
+        Rewards are multiplied by ``algo.reward_scale`` here, so the critic learns scaled
+        values; the logged returns stay unscaled."""
         frames = max(1, chunk_floats // self.critic_floats_per_frame)
         added = []
+        reward = ("next", *_as_tuple(self.loss.tensor_keys.reward))
         for part in batch.split(max(1, frames // batch.shape[1]), 0):
-            out = self.loss.value_estimator(part.copy())
+            inputs = part.copy()  # the structure only: entries set on it leave ``batch`` alone
+            if self.reward_scale != 1.0:
+                inputs.set(reward, part.get(reward) * self.reward_scale)
+            out = self.loss.value_estimator(inputs)
             added.append(out.exclude(*part.keys(True, True)))
         batch.update(torch.cat(added, 0))
 
@@ -182,6 +189,10 @@ class GroupAgent(torch.nn.Module):
         out = self.loss(minibatch)
         total = out["loss_objective"] + out["loss_critic"] + out.get("loss_entropy", 0.0)
         return total, {k: v.detach() for k, v in out.items() if k.startswith("loss_")}
+
+
+def _as_tuple(key_):
+    return key_ if isinstance(key_, tuple) else (key_,)
 
 
 def without_next_observations(batch, groups):
@@ -243,7 +254,11 @@ def evaluate(cfg, agents, device) -> dict:
 def train(cfg: DictConfig, out_dir: str) -> dict:
     device = pick_device(cfg.device)
     torch.manual_seed(cfg.seed)
-    torch.set_float32_matmul_precision("high")  # TF32 matmuls on GPUs that have them
+    if cfg.algo.matmul_precision not in ("highest", "high", "medium"):  # torch would only warn
+        raise ValueError(f"algo.matmul_precision={cfg.algo.matmul_precision!r}: use highest, high or medium")
+    if not cfg.algo.reward_scale > 0:
+        raise ValueError(f"algo.reward_scale={cfg.algo.reward_scale} must be > 0")
+    torch.set_float32_matmul_precision(cfg.algo.matmul_precision)
     env = make_env(cfg, device, cfg.env.num_envs, cfg.seed)
     groups = list(env.layout.groups) if env.layout.groups else [None]
     if (groups == [None]) != (cfg.algo.name == "ppo"):
@@ -291,6 +306,8 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
         with torch.no_grad():
             for g in groups:
                 agents_by_group[g].advantage(batch)
+        if cfg.algo.anneal_lr:
+            set_lr(optimizer, cfg.algo.lr * annealed(frames_done - batch.numel(), cfg.env.total_frames))
         buffer.empty()
         buffer.extend(without_next_observations(batch, groups).reshape(-1))
         losses = {}
@@ -312,7 +329,7 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
         profiler.step()
 
         row = {"frames": frames_done, "iteration": iteration, "time/collect_s": collect_s,
-               "time/update_s": update_s, **tracker.summary(),
+               "time/update_s": update_s, "lr": optimizer.param_groups[0]["lr"], **tracker.summary(),
                **{k: v.item() for k, v in losses.items()},
                "agent_steps_per_s": (frames_done * agent_steps_per_frame) / (time.perf_counter() - train_start)}
         if cfg.env.name == "tag":
@@ -344,6 +361,20 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
         json.dump(summary, f, indent=1)
     print(json.dumps({k: v for k, v in summary.items() if k != "final"}, indent=1))
     return summary
+
+
+def annealed(frames_before: int, total_frames: int) -> float:
+    """The fraction of the initial lr left after ``frames_before`` frames: linear to 0.
+
+    >>> annealed(0, 100), annealed(75, 100), annealed(120, 100)
+    (1.0, 0.25, 0.0)
+    """
+    return max(0.0, 1.0 - frames_before / total_frames)
+
+
+def set_lr(optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr
 
 
 class Stopwatch:

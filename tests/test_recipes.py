@@ -80,6 +80,10 @@ def test_resume_continues_from_the_checkpoint(tmp_path):
     after = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=False)
     assert before["frames"] == 512 and after["frames"] == 1024
     assert after["iteration"] == before["iteration"] + 2
+    # ppo anneals the lr linearly over env.total_frames, from the frames already done
+    lr = 5e-4
+    assert read_csv_scalars(tmp_path / "a")["lr"] == pytest.approx([lr, lr / 2])
+    assert read_csv_scalars(tmp_path / "b")["lr"] == pytest.approx([lr / 2, lr / 4])
 
 
 @pytest.mark.parametrize(
@@ -89,6 +93,8 @@ def test_resume_continues_from_the_checkpoint(tmp_path):
         ("env.num_envs=many", "num_envs"),
         ("+env.params.num_runner=3", "unknown parameter(s) 'num_runner'"),
         ("algo=mappo", "algo=mappo does not fit env=cartpole"),
+        ("algo.matmul_precision=hihg", "algo.matmul_precision='hihg'"),
+        ("algo.reward_scale=0", "algo.reward_scale=0.0 must be > 0"),
     ],
 )
 def test_bad_config_fails_loudly(tmp_path, override, message):
@@ -198,6 +204,36 @@ def test_advantage_in_slices_of_envs_equals_one_pass(algo):
         assert k in sliced.keys(True) and sliced[k].shape[:2] == (5, 9)
         torch.testing.assert_close(sliced[k], whole[k])
     assert whole["runners", "advantage"].abs().sum() > 0
+
+
+@pytest.mark.parametrize("group", [None, "runners"])
+def test_reward_scale_scales_the_rewards_gae_sees_and_nothing_else(group):
+    from omegaconf import OmegaConf
+
+    from torchrl_warp.envs import CartPoleEnv, TagEnv
+    from torchrl_warp.recipes.config import AlgoConfig
+    from torchrl_warp.recipes.train import GroupAgent
+
+    torch.manual_seed(0)
+    if group is None:
+        env, name = CartPoleEnv(num_envs=4, seed=0), "ppo"
+    else:
+        env, name = TagEnv(num_envs=4, num_taggers=2, num_runners=5, num_other_agents_observed=2,
+                           episode_length=4, seed=0), "mappo"
+    scaled = GroupAgent(env, group, OmegaConf.structured(AlgoConfig(name=name, hidden=[8], reward_scale=0.01)),
+                        torch.device("cpu"))
+    plain = GroupAgent(env, group, OmegaConf.structured(AlgoConfig(name=name, hidden=[8])), torch.device("cpu"))
+    plain.load_state_dict(scaled.state_dict())
+    batch = env.rollout(9, break_when_any_done=False)
+    reward = ("next", "reward") if group is None else ("next", group, "reward")
+    assert batch[reward].abs().sum() > 0
+    ours, by_hand = batch.clone(), batch.clone()
+    by_hand[reward] = by_hand[reward] * 0.01
+    scaled.advantage(ours)
+    plain.advantage(by_hand)
+    advantage = "advantage" if group is None else (group, "advantage")
+    torch.testing.assert_close(ours[advantage], by_hand[advantage])
+    torch.testing.assert_close(ours[reward], batch[reward])  # the batch keeps its rewards (logged returns)
 
 
 def test_obs_norm_stats_come_back_with_a_resumed_run(tmp_path):

@@ -9,8 +9,9 @@ for finite logits, so these subclasses return it unchecked; any other distributi
 takes TorchRL's path.
 
 Examples:
-    >>> LOSSES["mappo"].__mro__[1].__name__
-    'MAPPOLoss'
+    >>> from torchrl.objectives.multiagent import MAPPOLoss
+    >>> issubclass(LOSSES["mappo"], MAPPOLoss)
+    True
 """
 from __future__ import annotations
 

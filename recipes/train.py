@@ -23,6 +23,7 @@ import hydra  # noqa: E402
 import torch  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
+from tensordict import unravel_key  # noqa: E402
 from tensordict.nn import TensorDictModule, TensorDictSequential  # noqa: E402
 from torchrl.collectors import Collector  # noqa: E402
 from torchrl.data import LazyTensorStorage, ReplayBuffer  # noqa: E402
@@ -176,7 +177,7 @@ class GroupAgent(torch.nn.Module):
         values; the logged returns stay unscaled."""
         frames = max(1, chunk_floats // self.critic_floats_per_frame)
         added = []
-        reward = ("next", *_as_tuple(self.loss.tensor_keys.reward))
+        reward = unravel_key(("next", self.loss.tensor_keys.reward))
         for part in batch.split(max(1, frames // batch.shape[1]), 0):
             inputs = part.copy()  # the structure only: entries set on it leave ``batch`` alone
             if self.reward_scale != 1.0:
@@ -189,10 +190,6 @@ class GroupAgent(torch.nn.Module):
         out = self.loss(minibatch)
         total = out["loss_objective"] + out["loss_critic"] + out.get("loss_entropy", 0.0)
         return total, {k: v.detach() for k, v in out.items() if k.startswith("loss_")}
-
-
-def _as_tuple(key_):
-    return key_ if isinstance(key_, tuple) else (key_,)
 
 
 def without_next_observations(batch, groups):

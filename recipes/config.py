@@ -9,11 +9,19 @@ Examples:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 
-__all__ = ["EnvConfig", "AlgoConfig", "TrainConfig", "register"]
+__all__ = ["EnvConfig", "AlgoConfig", "TrainConfig", "MatmulPrecision", "register"]
+
+
+class MatmulPrecision(Enum):
+    """``torch.set_float32_matmul_precision``'s values (torch only warns on any other)."""
+    highest = "highest"
+    high = "high"                       # TF32 on GPUs that have it
+    medium = "medium"
 
 
 @dataclass
@@ -42,7 +50,7 @@ class AlgoConfig:
     amp: bool = False                   # bfloat16 autocast for the loss forward passes (CUDA)
     obs_norm: bool = False              # standardize observations in the networks (stats of a random rollout)
     anneal_lr: bool = False             # lr falls linearly to 0 at env.total_frames
-    matmul_precision: str = "high"      # torch.set_float32_matmul_precision: high = TF32 on GPUs that have it
+    matmul_precision: MatmulPrecision = MatmulPrecision.high  # torch.set_float32_matmul_precision
 
 
 @dataclass

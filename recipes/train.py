@@ -251,11 +251,9 @@ def evaluate(cfg, agents, device) -> dict:
 def train(cfg: DictConfig, out_dir: str) -> dict:
     device = pick_device(cfg.device)
     torch.manual_seed(cfg.seed)
-    if cfg.algo.matmul_precision not in ("highest", "high", "medium"):  # torch would only warn
-        raise ValueError(f"algo.matmul_precision={cfg.algo.matmul_precision!r}: use highest, high or medium")
     if not cfg.algo.reward_scale > 0:
         raise ValueError(f"algo.reward_scale={cfg.algo.reward_scale} must be > 0")
-    torch.set_float32_matmul_precision(cfg.algo.matmul_precision)
+    torch.set_float32_matmul_precision(cfg.algo.matmul_precision.value)
     env = make_env(cfg, device, cfg.env.num_envs, cfg.seed)
     groups = list(env.layout.groups) if env.layout.groups else [None]
     if (groups == [None]) != (cfg.algo.name == "ppo"):

@@ -21,6 +21,13 @@ def run_train(tmp_path, *overrides):
     return proc
 
 
+def small_tag(num_envs=4, **params):
+    """Tag with 2 taggers and 5 runners, each observing 2 others, on the CPU backend."""
+    from torchrl_warp.envs import TagEnv
+
+    return TagEnv(num_envs=num_envs, num_taggers=2, num_runners=5, num_other_agents_observed=2, seed=0, **params)
+
+
 def read_csv_scalars(run_dir):
     scalars = {}
     for path in glob.glob(os.path.join(run_dir, "train", "scalars", "**", "*.csv"), recursive=True):
@@ -106,11 +113,10 @@ def test_bad_config_fails_loudly(tmp_path, override, message):
 def test_obs_norm_standardizes_inside_the_networks():
     from omegaconf import OmegaConf
 
-    from torchrl_warp.envs import TagEnv
     from torchrl_warp.recipes.config import AlgoConfig
     from torchrl_warp.recipes.train import GroupAgent, Standardize, observation_stats
 
-    env = TagEnv(num_envs=4, num_taggers=2, num_runners=5, num_other_agents_observed=2, seed=0)
+    env = small_tag()
     loc, scale = observation_stats(env, ["taggers", "runners"], steps=5)
     dim = env.layout.observation_shape[-1]
     assert loc.shape == scale.shape == (dim,) and (scale > 0).all()
@@ -129,10 +135,9 @@ def test_obs_norm_standardizes_inside_the_networks():
 
 
 def test_the_replay_buffer_gets_no_next_observations():
-    from torchrl_warp.envs import TagEnv
     from torchrl_warp.recipes.train import without_next_observations
 
-    env = TagEnv(num_envs=3, num_taggers=2, num_runners=5, num_other_agents_observed=2, seed=0)
+    env = small_tag(3)
     batch = env.rollout(4, break_when_any_done=False)
     kept = without_next_observations(batch, ["taggers", "runners"])
     dropped = set(batch.keys(True, True)) - set(kept.keys(True, True))
@@ -150,14 +155,13 @@ def test_losses_without_functional_parameters_match_torchrl_defaults(algo):
     from torchrl.objectives import ClipPPOLoss
     from torchrl.objectives.multiagent import IPPOLoss, MAPPOLoss
 
-    from torchrl_warp.envs import CartPoleEnv, TagEnv
+    from torchrl_warp.envs import CartPoleEnv
     from torchrl_warp.recipes.config import AlgoConfig
     from torchrl_warp.recipes.train import GroupAgent
 
     torch.manual_seed(0)
     group = None if algo == "ppo" else "runners"
-    env = CartPoleEnv(num_envs=4, seed=0) if algo == "ppo" else TagEnv(
-        num_envs=4, num_taggers=2, num_runners=5, num_other_agents_observed=2, seed=0)
+    env = CartPoleEnv(num_envs=4, seed=0) if algo == "ppo" else small_tag()
     cfg = OmegaConf.structured(AlgoConfig(name=algo, hidden=[8], entropy_coeff=0.01))
     agent = GroupAgent(env, group, cfg, torch.device("cpu"))
     policy = agent.actor if group is None else TensorDictSequential(
@@ -167,7 +171,8 @@ def test_losses_without_functional_parameters_match_torchrl_defaults(algo):
         agent.advantage(batch)
     ours = agent.loss
     assert not ours.functional
-    theirs = {"ppo": ClipPPOLoss, "mappo": MAPPOLoss, "ippo": IPPOLoss}[algo](agent.actor, agent.critic, clip_epsilon=cfg.clip_epsilon, entropy_coeff=cfg.entropy_coeff,
+    torchrl_loss = {"ppo": ClipPPOLoss, "mappo": MAPPOLoss, "ippo": IPPOLoss}[algo]
+    theirs = torchrl_loss(agent.actor, agent.critic, clip_epsilon=cfg.clip_epsilon, entropy_coeff=cfg.entropy_coeff,
                           critic_coeff=cfg.critic_coeff, normalize_advantage=True)
     assert theirs.functional and type(ours) is not type(theirs) and isinstance(ours, type(theirs))
     theirs.set_keys(**{k: getattr(ours.tensor_keys, k) for k in ("reward", "action", "sample_log_prob", "value",
@@ -186,12 +191,11 @@ def test_losses_without_functional_parameters_match_torchrl_defaults(algo):
 def test_advantage_in_slices_of_envs_equals_one_pass(algo):
     from omegaconf import OmegaConf
 
-    from torchrl_warp.envs import TagEnv
     from torchrl_warp.recipes.config import AlgoConfig
     from torchrl_warp.recipes.train import GroupAgent
 
     torch.manual_seed(0)
-    env = TagEnv(num_envs=5, num_taggers=2, num_runners=5, num_other_agents_observed=2, episode_length=4, seed=0)
+    env = small_tag(5, episode_length=4)
     agent = GroupAgent(env, "runners", OmegaConf.structured(AlgoConfig(name=algo, hidden=[8])), torch.device("cpu"))
     batch = env.rollout(9, break_when_any_done=False)  # [5 envs, 9 steps], episodes end inside
     whole, sliced = batch.clone(), batch.clone()
@@ -210,7 +214,7 @@ def test_advantage_in_slices_of_envs_equals_one_pass(algo):
 def test_reward_scale_scales_the_rewards_gae_sees_and_nothing_else(group):
     from omegaconf import OmegaConf
 
-    from torchrl_warp.envs import CartPoleEnv, TagEnv
+    from torchrl_warp.envs import CartPoleEnv
     from torchrl_warp.recipes.config import AlgoConfig
     from torchrl_warp.recipes.train import GroupAgent
 
@@ -218,8 +222,7 @@ def test_reward_scale_scales_the_rewards_gae_sees_and_nothing_else(group):
     if group is None:
         env, name = CartPoleEnv(num_envs=4, seed=0), "ppo"
     else:
-        env, name = TagEnv(num_envs=4, num_taggers=2, num_runners=5, num_other_agents_observed=2,
-                           episode_length=4, seed=0), "mappo"
+        env, name = small_tag(episode_length=4), "mappo"
     scaled = GroupAgent(env, group, OmegaConf.structured(AlgoConfig(name=name, hidden=[8], reward_scale=0.01)),
                         torch.device("cpu"))
     plain = GroupAgent(env, group, OmegaConf.structured(AlgoConfig(name=name, hidden=[8])), torch.device("cpu"))

@@ -31,6 +31,7 @@ class EnvConfig:
     steps_per_batch: int = 32           # a batch is num_envs x steps_per_batch frames
     total_frames: int = 1_000_000
     params: dict[str, Any] = field(default_factory=dict)  # the env's parameters
+    cudagraph_policy: bool = False      # the collector replays the policy as a CUDA graph (CUDA only)
 
 
 @dataclass

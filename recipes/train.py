@@ -281,7 +281,8 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
                           # feed-forward policies need no env transforms; torchrl 0.14 flags an
                           # InitTracker as missing for any module policy (and 0.15 would append it,
                           # wrapping the env in a TransformedEnv off its lean step path)
-                          auto_register_policy_transforms=False)
+                          auto_register_policy_transforms=False,
+                          cudagraph_policy=cfg.env.cudagraph_policy and device.type == "cuda")
     buffer = ReplayBuffer(storage=LazyTensorStorage(frames_per_batch, device=device),
                           sampler=SamplerWithoutReplacement(), batch_size=cfg.algo.minibatch_size)
     tracker = EpisodeTracker(groups, cfg.env.num_envs, device)

@@ -1,6 +1,6 @@
 """Tag (continuous): WarpDrive's benchmark environment, as a TorchRL env.
 
-The kernels (phases, the k-nearest grid search) are in :mod:`torchrl_warp.cuda.tag`.
+The kernels (phases, the k-nearest searches) are in :mod:`torchrl_warp.cuda.tag`.
 
 Examples:
     >>> env = TagEnv(num_envs=4, num_taggers=2, num_runners=5, num_other_agents_observed=3)
@@ -17,12 +17,36 @@ from torchrl_warp.cuda import tag as kernels
 from torchrl_warp.env import WarpEnv
 from torchrl_warp.layout import Field, Layout
 
-__all__ = ["TagEnv", "action_table"]
+__all__ = ["TagEnv", "action_table", "neighbor_search", "NEIGHBOR_SEARCHES", "SCAN_MAX_AGENTS", "SCAN_MAX_K"]
+
+#: values of ``TagEnv(neighbor_search=...)``
+NEIGHBOR_SEARCHES = ("auto", "grid", "scan")
+#: ``"auto"`` scans every agent when an env has at most this many agents and each observes
+#: at most ``SCAN_MAX_K`` others (on an H200, 10k envs: 110 agents 0.848 -> 0.657 ms per step,
+#: 140 agents 1.091 -> 0.903, 190 agents 0.950 -> 0.899; 250 agents and k = 10 slower,
+#: docs/benchmarks.md); the grid otherwise
+SCAN_MAX_AGENTS = 192
+SCAN_MAX_K = 2
 
 
 def action_table(max_value: float, levels: int) -> torch.Tensor:
     """``[0] + linspace(-max_value, max_value, levels)``: index 0 is the no-op."""
     return torch.cat([torch.zeros(1), torch.linspace(-max_value, max_value, levels)]).float()
+
+
+def neighbor_search(choice: str, num_agents: int, k: int, cuda: bool) -> str:
+    """The k-nearest search ``TagEnv`` runs: ``"scan"`` or ``"grid"``. ``choice="auto"``: the
+    scan on CUDA up to :data:`SCAN_MAX_AGENTS` agents per env and ``k <=`` :data:`SCAN_MAX_K`,
+    else the grid (on the CPU there is no warp to share the scan's loads: the grid wins).
+
+    >>> neighbor_search("auto", 110, 2, cuda=True), neighbor_search("auto", 110, 10, cuda=True)
+    ('scan', 'grid')
+    >>> neighbor_search("auto", 1000, 2, cuda=True), neighbor_search("auto", 110, 2, cuda=False)
+    ('grid', 'grid')
+    """
+    if choice == "auto":
+        return "scan" if cuda and num_agents <= SCAN_MAX_AGENTS and k <= SCAN_MAX_K else "grid"
+    return choice
 
 
 class TagEnv(WarpEnv):
@@ -43,13 +67,22 @@ class TagEnv(WarpEnv):
 
     Any number of agents works: lanes of a CUDA block stride over agents. Each agent
     observes its ``num_other_agents_observed`` nearest (exactly those a brute-force
-    scan would pick, ties to the lower index), found on a grid of
-    ``cells_per_side(n) ** 2`` cells per env (about 3 agents per cell, the constant
-    ``cells_per_side``) rebuilt every step: the search looks at a few cells around the
-    agent instead of all ``n`` agents. (Scanning all agents instead was measured slower
-    on the GPU even with 110 agents: docs/benchmarks.md.) The grid's scratch fields
-    (``cell_*``, ``row_count``, ``agent_cell``, ``agent_slot``) are part of
-    ``env.state``; they are empty with ``use_full_observation``.
+    scan would pick, ties to the lower index). ``neighbor_search`` picks how they are
+    found; every choice gives the same result, only the speed differs:
+
+    * ``"grid"``: a grid of ``cells_per_side(n) ** 2`` cells per env (about 3 agents per
+      cell) rebuilt every step; the search looks at a few cells around the agent
+      instead of all ``n`` agents;
+    * ``"scan"``: every agent against every other, all lanes of a warp reading the same
+      agent at once, the two nearest in registers for ``k <= 2`` (a sorted list in
+      thread-private memory above that, much slower);
+    * ``"auto"`` (default): on CUDA the scan for small envs and ``k <= 2`` (WarpDrive's
+      benchmark: 10 + 100 agents, k = 2), else the grid (see :data:`SCAN_MAX_AGENTS`);
+      ``env.search`` says which one runs.
+
+    The searches' scratch fields (``cell_*``, ``row_count``, ``agent_cell``,
+    ``agent_slot`` for the grid, ``scan_x``, ``scan_y`` for the scan) are part of
+    ``env.state``; those of the search not used are empty.
     """
 
     defaults = {
@@ -66,6 +99,7 @@ class TagEnv(WarpEnv):
         "skill_level_runner": 1.0,
         "num_other_agents_observed": 10,
         "use_full_observation": False,
+        "neighbor_search": "auto",
         "egocentric_observation": False,
         "tagging_distance": 0.02,
         "tag_reward_for_tagger": 10.0,
@@ -90,6 +124,9 @@ class TagEnv(WarpEnv):
         if p.edge_hit_penalty > 0:
             raise ValueError(f"TagEnv: edge_hit_penalty must be <= 0, got {p.edge_hit_penalty}")
         n = p.num_taggers + p.num_runners
+        if p.neighbor_search not in NEIGHBOR_SEARCHES:
+            raise ValueError(f"TagEnv: neighbor_search must be one of {', '.join(NEIGHBOR_SEARCHES)}, "
+                             f"got {p.neighbor_search!r}")
         if not p.use_full_observation and p.num_other_agents_observed >= n:
             raise ValueError(
                 f"TagEnv: num_other_agents_observed (k={p.num_other_agents_observed}) must be "
@@ -100,17 +137,25 @@ class TagEnv(WarpEnv):
         n = p.num_taggers + p.num_runners
         full = p.use_full_observation
         k = n - 1 if full else p.num_other_agents_observed
-        # the k-nearest search's grid: G x G cells per env (none with the full observation)
-        g = 1 if full else kernels.cells_per_side(n)
-        cells = 0 if full else g * g
-        scratch = 0 if full else n
+        search = self.search
+        grid = search == "grid"
+        # the k-nearest search's grid: G x G cells per env (none without the grid)
+        g = kernels.cells_per_side(n) if grid else 1
+        cells = g * g if grid else 0
+        scratch = n if grid else 0
+        scanned = n if search == "scan" else 0
         agent = dict(per_agent=True)
-        if not full:  # tuples are phases that run back to back, no barrier between
+        if search == "scan":  # tuples are phases that run back to back, no barrier between
+            leave = (kernels.publish_position, kernels.count_runner, kernels.retire_agent)
+            observe = (kernels.end_of_step, kernels.observe_scan)
+            reset = (kernels.clear_counts, (kernels.reset_agent,) + leave, observe)
+            step = ((kernels.clear_counts, kernels.move), kernels.detect_tags, (kernels.score_tags,) + leave, observe)
+        elif grid:
             finish = (kernels.fill_cells, kernels.end_of_step, kernels.retire_agent)
-            grid = (kernels.sum_rows, kernels.start_cells, finish, kernels.observe_nearest)
-            reset = (kernels.clear_counts, (kernels.reset_agent, kernels.count_cells)) + grid
+            search_phases = (kernels.sum_rows, kernels.start_cells, finish, kernels.observe_nearest)
+            reset = (kernels.clear_counts, (kernels.reset_agent, kernels.count_cells)) + search_phases
             step = ((kernels.clear_counts, kernels.move), kernels.detect_tags,
-                    (kernels.score_tags, kernels.count_cells)) + grid
+                    (kernels.score_tags, kernels.count_cells)) + search_phases
         else:  # every other agent observed, no grid: the runners count themselves with atomics
             reset = (kernels.clear_counts, (kernels.reset_agent, kernels.count_runner), kernels.end_of_step,
                      kernels.observe)
@@ -136,13 +181,16 @@ class TagEnv(WarpEnv):
                 # scratch space of the k-nearest search: the sorted list of each agent
                 Field("neighbor_distance", (0 if full else k,), torch.float64, **agent),
                 Field("neighbor_index", (0 if full else k,), torch.int32, **agent),
+                # the scan's positions in float64 (NaN: out of the game), [E, N] (or [E, 0])
+                Field("scan_x", (scanned,), torch.float64),
+                Field("scan_y", (scanned,), torch.float64),
                 # scratch space of the grid (cuda/tag.py): agents per cell, per row of cells,
                 # where each cell's agents begin in cell_agent (+ the total at the end), the
                 # agents in the game sorted by cell and their positions (float64), each agent's cell
                 # (-1: out of the game) and slot in it
                 Field("cell_count", (cells,), torch.int32),
-                Field("row_count", (0 if full else g,), torch.int32),
-                Field("cell_start", (cells + (0 if full else 1),), torch.int32),
+                Field("row_count", (g if grid else 0,), torch.int32),
+                Field("cell_start", (cells + (1 if grid else 0),), torch.int32),
                 Field("cell_agent", (scratch,), torch.int32),
                 Field("cell_x", (scratch,), torch.float64),
                 Field("cell_y", (scratch,), torch.float64),
@@ -159,6 +207,16 @@ class TagEnv(WarpEnv):
                 "cells_per_side": g,
             },
         )
+
+    @property
+    def search(self) -> str:
+        """The k-nearest search the kernels run: ``"grid"``, ``"scan"`` (see ``neighbor_search``),
+        or ``"full"`` (``use_full_observation``: every other agent, no search)."""
+        p = self.params
+        if p.use_full_observation:
+            return "full"
+        return neighbor_search(p.neighbor_search, p.num_taggers + p.num_runners, p.num_other_agents_observed,
+                               cuda=self.device.type == "cuda")
 
     @property
     def runners_in_game(self) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""``torchrl_warp.atomics.atomic_add`` on the three backends, and the CUDA kernels' PTX.
+"""``torchrl_warp.atomics`` (``atomic_add``, ``atomic_count``) on the three backends, and the CUDA kernels' PTX.
 
 The PTX tests compile the generated Tag kernels for an H200 (``cc=(9, 0)``) with
 ``numba.cuda.compile_ptx``: no GPU is needed, only libnvvm (numba-cuda's compiler
@@ -13,7 +13,7 @@ import torch
 from numba import cuda
 
 from conftest import SIM
-from torchrl_warp.atomics import atomic_add
+from torchrl_warp.atomics import atomic_add, atomic_count
 from torchrl_warp.codegen import KernelSpec
 
 
@@ -25,6 +25,12 @@ def count_phase(env, agent, cell, cell_count, slot):
 @numba.njit
 def add_phase(env, agent, total, value):
     atomic_add(total, env, value[env, agent])
+
+
+@numba.njit
+def count_in_game_phase(env, agent, in_game, total):
+    if in_game[env, agent]:
+        atomic_count(total, env)
 
 
 def check_counts(cell, cell_count, slot):
@@ -55,6 +61,17 @@ def test_cpu_overload_counts_and_returns_the_old_value():
 def test_python_body_outside_a_kernel():
     a = np.array([1, 2, 3], np.int64)
     assert atomic_add(a, 1, 5) == 2 and a.tolist() == [1, 7, 3]
+    atomic_count(a, 2)
+    assert a.tolist() == [1, 7, 4]
+
+
+def test_cpu_overload_of_atomic_count():
+    in_game = np.random.default_rng(2).random((3, 50)) > 0.4
+    total = np.zeros(3, np.int32)
+    for e in range(3):
+        for a in range(50):
+            count_in_game_phase(e, a, in_game, total)
+    assert total.tolist() == in_game.sum(1).tolist()
 
 
 @pytest.mark.sim
@@ -74,6 +91,23 @@ def test_simulator_atomic_from_a_phase():
     cell_count, slot = np.zeros((2, 3), np.int32), np.full((2, 16), -1, np.int32)
     kernel[2, 16](cell, cell_count, slot)
     check_counts(cell, cell_count, slot)
+
+
+@pytest.mark.sim
+@pytest.mark.skipif(not SIM, reason="runs a kernel in the CUDA simulator (NUMBA_ENABLE_CUDASIM=1)")
+def test_simulator_atomic_count_from_a_phase():
+    from torchrl_warp.backends import SimulatorBackend
+
+    phase = SimulatorBackend(torch.device("cpu"))._phase(count_in_game_phase)
+
+    @cuda.jit
+    def kernel(in_game, total):
+        phase(cuda.blockIdx.x, cuda.threadIdx.x, in_game, total)
+
+    in_game = np.random.default_rng(3).random((2, 16)) > 0.5
+    total = np.zeros(2, np.int32)
+    kernel[2, 16](in_game, total)
+    assert total.tolist() == in_game.sum(1).tolist()
 
 
 def _nvvm_missing() -> str | None:
@@ -129,14 +163,26 @@ def test_atomic_add_compiles_to_a_cuda_atomic(monkeypatch):
 
 
 @needs_nvvm
+def test_atomic_count_adds_once_per_warp_in_ptx(monkeypatch):
+    spec = KernelSpec("step", (count_in_game_phase,))
+    values = dict(seed=np.uint64(0), step_count=np.zeros(2, np.int32), episode=np.zeros(2, np.int32),
+                  in_game=np.zeros((2, 4), bool), total=np.zeros(2, np.int32))
+    args = tuple(values.get(name, np.zeros(2, bool)) for name in spec.arguments)
+    ptx = compile_ptx(spec, args, monkeypatch)
+    assert "match.any.sync" in ptx and "popc" in ptx and "atom.global.add.u32" in ptx
+
+
+@needs_nvvm
 @pytest.mark.parametrize("kind", ["step", "reset"])
-@pytest.mark.parametrize("params", [{}, dict(use_full_observation=True)], ids=["k_nearest", "full"])
+@pytest.mark.parametrize("params", [dict(neighbor_search="grid"), dict(neighbor_search="scan"),
+                                    dict(use_full_observation=True)], ids=["grid", "scan", "full"])
 def test_tag_kernels_compile_for_cuda(kind, params, monkeypatch):
     from torchrl_warp.envs import TagEnv
 
     env = TagEnv(num_envs=2, num_taggers=2, num_runners=5, num_other_agents_observed=2, **params)
     ptx = compile_ptx(env._kernels[kind], env._args[kind], monkeypatch)
     assert ".entry" in ptx and "bar.sync" in ptx
-    # every kernel counts with atomics: the grid its agents per cell, the full observation
-    # (no grid) its runners left; a step its tags too
+    # every kernel counts with atomics: the grid its agents per cell, the scan and the full
+    # observation (no grid) their runners left, once per warp; a step its tags too
     assert "atom.global.add.u32" in ptx
+    assert ("match.any.sync" in ptx) == ("neighbor_search" not in params or params["neighbor_search"] == "scan")

@@ -28,6 +28,12 @@ def strict(fn):
 ENVS = {  # short Tag episodes, so that 100-200 steps include resets
     "tag": lambda **kw: TagEnv(num_envs=32, episode_length=40, **kw),
     "tag_egocentric": lambda **kw: TagEnv(num_envs=32, episode_length=40, egocentric_observation=True, **kw),
+    # k = 2: the scan on CUDA (neighbor_search="auto"; the grid on the CPU: the comparison
+    # with the CPU spans both searches); with 7 agents 4 envs share a warp, whose lanes
+    # count their own env's runners left (atomic_count)
+    "tag_scan": lambda **kw: TagEnv(num_envs=32, episode_length=40, num_other_agents_observed=2, **kw),
+    "tag_scan_small": lambda **kw: TagEnv(num_envs=64, num_taggers=2, num_runners=5, num_other_agents_observed=2,
+                                          episode_length=40, **kw),
     "cartpole": lambda **kw: CartPoleEnv(num_envs=512, **kw),
 }
 
@@ -109,6 +115,19 @@ def test_tag_with_1000_agents_per_env():
     td = big.rollout(10, break_when_any_done=False)
     assert td["next", "runners", "observation"].shape == (2000, 10, 990, 77)
     assert torch.isfinite(td["next", "runners", "observation"]).all()
+
+
+@pytest.mark.parametrize("k", [1, 2, 4])
+def test_scan_and_grid_agree_on_cuda(k):
+    """The two k-nearest searches give the same neighbours: bit-identical rollouts on the GPU."""
+    runs = []
+    for search in ("grid", "scan"):
+        env = TagEnv(device="cuda", num_envs=256, num_other_agents_observed=k, episode_length=30, seed=7,
+                     neighbor_search=search)
+        runs.append(env.rollout(60, policy=pre_drawn_policy(env, 60, device="cuda"), break_when_any_done=False))
+    assert runs[0]["next", "done"].any()
+    assert (runs[0] == runs[1]).all()
+    assert TagEnv(device="cuda", num_envs=1, num_other_agents_observed=k).search == ("scan" if k <= 2 else "grid")
 
 
 @pytest.mark.parametrize("name", ENVS)

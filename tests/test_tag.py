@@ -108,8 +108,13 @@ def test_specs_and_rollout(expected_backend):
         dict(egocentric_observation=True, use_full_observation=True),
         dict(runner_exits_game_after_tagged=False, edge_hit_penalty=-0.5,
              step_penalty_for_tagger=-0.1, step_reward_for_runner=0.05, skill_level_runner=0.7),
+        dict(num_other_agents_observed=2, neighbor_search="scan"),  # the two nearest in registers
+        dict(num_other_agents_observed=1, egocentric_observation=True, neighbor_search="scan"),
+        dict(neighbor_search="scan"),  # k > 2: the scan's sorted list
+        dict(neighbor_search="scan", runner_exits_game_after_tagged=False),
     ],
-    ids=["default", "full_observation", "egocentric", "egocentric_full", "penalties"],
+    ids=["default", "full_observation", "egocentric", "egocentric_full", "penalties", "scan_k2", "scan_k1_ego",
+         "scan_k3", "scan_runners_stay"],
 )
 def test_step_matches_numpy_reference(params):
     env = TagEnv(num_envs=E, seed=1, **{**SMALL, **params})
@@ -251,11 +256,26 @@ def test_start_distribution():
         (dict(num_runner=3), TypeError, "unknown parameter.*'num_runner'"),
         (dict(num_runners=3.5), TypeError, "'num_runners' must be an int"),
         (dict(use_full_observation=1), TypeError, "'use_full_observation' must be a bool"),
+        (dict(neighbor_search="brute"), ValueError, "neighbor_search must be one of auto, grid, scan, got 'brute'"),
     ],
 )
 def test_invalid_parameters_are_rejected(kwargs, error, match):
     with pytest.raises(error, match=match):
         TagEnv(num_envs=1, **kwargs)
+
+
+@pytest.mark.parametrize("params, search", [
+    (dict(), "grid"),                                          # auto, on the CPU
+    (dict(neighbor_search="scan", num_other_agents_observed=2), "scan"),
+    (dict(neighbor_search="scan"), "scan"),                    # k = 10: slow, but asked for
+    (dict(neighbor_search="grid", num_other_agents_observed=2), "grid"),
+    (dict(use_full_observation=True, neighbor_search="scan"), "full"),
+])
+def test_search_choice_and_its_scratch_fields(params, search):
+    env = TagEnv(num_envs=1, **params)
+    assert env.search == search
+    scanned, cells = env.state["scan_x"].shape[1], env.state["cell_start"].shape[1]
+    assert (scanned, cells) == {"scan": (110, 0), "grid": (0, 37), "full": (0, 0)}[search]
 
 
 def test_params_are_exposed():

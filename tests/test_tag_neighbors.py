@@ -3,7 +3,8 @@
 Each test loads positions (agents at rest, tags switched off, so a no-op step keeps
 every agent where it is and in the game it is in), steps once, and compares the
 observation with the numpy reference and the neighbour lists (``neighbor_index``,
-the search's scratch) with a float64 brute force ordered by ``(distance^2, index)``.
+the search's scratch) with a float64 brute force ordered by ``(distance^2, index)``,
+once with each search (``neighbor_search="grid"`` and ``"scan"``).
 """
 import numpy as np
 import pytest
@@ -14,9 +15,19 @@ from reference_tag import reference_observation
 from torchrl_warp.envs import TagEnv
 
 
+SEARCH = {"neighbor_search": "grid"}  # what make_env passes, set by the fixture below
+
+
+@pytest.fixture(params=["grid", "scan"], autouse=True)
+def search(request, monkeypatch):
+    """Every test runs with both searches (they must give the same, brute-force result)."""
+    monkeypatch.setitem(SEARCH, "neighbor_search", request.param)
+    return request.param
+
+
 def make_env(num_envs, taggers, runners, k, **kw):
     env = TagEnv(num_envs=num_envs, num_taggers=taggers, num_runners=runners,
-                 num_other_agents_observed=k, tagging_distance=0.0, seed=0, **kw)
+                 num_other_agents_observed=k, tagging_distance=0.0, seed=0, **{**SEARCH, **kw})
     env.reset()
     return env
 
@@ -60,13 +71,14 @@ def observe(env, pos, in_game=None):
 
 
 def check(env, ref):
-    """The grid, the neighbour lists and the observation of ``env`` against ``ref`` (numpy state)."""
+    """The grid (if any), the neighbour lists and the observation of ``env`` against ``ref`` (numpy state)."""
     s = env.state
     pos, in_game = ref["pos"], ref["in_game"]
     E, N = in_game.shape
     g = env.layout.constants["cells_per_side"]
     start, agents = s["cell_start"].numpy(), s["cell_agent"].numpy()
-    for e in range(E):  # the grid: agents in the game, sorted by cell, each in the cell of its position
+    assert (start.shape[1] > 0) == (env.params.neighbor_search == "grid")
+    for e in range(E if start.shape[1] else 0):  # the grid: agents in the game, sorted by cell, in their cells
         assert start[e, -1] == in_game[e].sum() and (np.diff(start[e]) >= 0).all()
         listed = agents[e, :start[e, -1]]
         assert sorted(listed.tolist()) == np.flatnonzero(in_game[e]).tolist()
@@ -144,7 +156,7 @@ def test_tie_across_the_border_of_the_searched_cells():
     which has the lower index: the search must look beyond a bound it merely equals, and
     must not trim away a row of cells that the k-th distance just reaches."""
     env = make_env(2, 2, 38, 1)
-    assert env.layout.constants["cells_per_side"] == 4  # cells of 5 x 5 on the 20 x 20 square
+    assert env.layout.constants["cells_per_side"] == (4 if env.params.neighbor_search == "grid" else 1)  # 5 x 5 cells
     pos = np.tile([19.0, 19.0], (2, 40, 1)) - np.arange(40)[:, None] * 0.01  # far away, distinct
     pos[:, 5] = [7.5, 7.5]    # env 0: the observer, at the centre of cell (1, 1)
     pos[:, 10] = [6.0, 9.5]   # same cell, 2.5 away (1.5, 2 -> 2.5: exact)
@@ -171,8 +183,8 @@ def test_most_runners_out_and_fewer_candidates_than_k():
     assert (obs[2, 0, slot(9)] != 0).any()
 
 
-def test_reset_observes_through_the_grid():
-    env = TagEnv(num_envs=3, num_taggers=5, num_runners=300, num_other_agents_observed=3, seed=9)
+def test_reset_observes_through_the_search():
+    env = TagEnv(num_envs=3, num_taggers=5, num_runners=300, num_other_agents_observed=3, seed=9, **SEARCH)
     env.reset()
     s = {k: env.state[k].numpy().copy() for k in ("pos", "in_game", "speed", "acceleration", "direction",
                                                    "step_count")}

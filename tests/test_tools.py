@@ -26,15 +26,16 @@ def test_bench_cli_measures_every_mode(tmp_path):
     assert not any(r["egocentric"] for r in rows)
 
 
-def test_bench_cli_egocentric_is_a_tag_option(capsys):
+def test_bench_cli_egocentric_and_search_are_tag_options(capsys):
     from torchrl_warp.bench import main
 
     rows = main(["--env", "tag", "--num-envs", "2", "--agents", "2+3", "--k", "2", "--steps", "2",
-                 "--repeats", "1", "--mode", "step", "--egocentric"])
-    assert rows[0]["egocentric"]
-    with pytest.raises(SystemExit):
-        main(["--env", "cartpole", "--egocentric"])
-    assert "--egocentric is a Tag option" in capsys.readouterr().err
+                 "--repeats", "1", "--mode", "step", "--egocentric", "--search", "grid", "scan"])
+    assert [r["search"] for r in rows] == ["grid", "scan"] and rows[0]["egocentric"]
+    for option in (["--egocentric"], ["--search", "scan"]):
+        with pytest.raises(SystemExit):
+            main(["--env", "cartpole", *option])
+        assert "--egocentric and --search are Tag options" in capsys.readouterr().err
 
 
 def test_bench_times_the_step_kernel_phase_by_phase_and_restores_the_state(tmp_path):

@@ -36,7 +36,7 @@ import os
 
 from numba.core.extending import overload
 
-__all__ = ["atomic_add"]
+__all__ = ["atomic_add", "atomic_count"]
 
 
 def atomic_add(array, index, value):
@@ -52,6 +52,16 @@ def atomic_add(array, index, value):
     old = array[index]
     array[index] = old + value
     return old
+
+
+def atomic_count(array, index):
+    """Add 1 to ``array[index]`` (an int index) for every agent that calls it; return nothing.
+
+    Where many agents count into one entry (say, the runners left in an env), this is
+    cheaper than ``atomic_add(array, index, 1)`` on the GPU: the lanes of a warp that
+    call it with the same index add their number once (one atomic per warp, not per lane).
+    """
+    atomic_add(array, index, 1)
 
 
 def _simulator_kernel_context():
@@ -85,5 +95,28 @@ def _register_cuda():
         return impl
 
 
+@overload(atomic_count, target="cpu")
+def _atomic_count_cpu(array, index):
+    def impl(array, index):
+        array[index] += 1
+
+    return impl
+
+
+def _register_cuda_count():
+    from numba import cuda
+    from numba.cuda.extending import overload as cuda_overload
+
+    @cuda_overload(atomic_count, target="cuda")
+    def _atomic_count_cuda(array, index):
+        def impl(array, index):
+            peers = cuda.match_any_sync(cuda.activemask(), index)  # the calling lanes with this index
+            if peers & cuda.lanemask_lt() == 0:  # the lowest of them adds for all
+                cuda.atomic.add(array, index, cuda.popc(peers))
+
+        return impl
+
+
 if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0"):
     _register_cuda()
+    _register_cuda_count()

@@ -12,10 +12,12 @@ Examples:
           --agents 10+100 --k 2 10 --json bench.json
     $ python -m torchrl_warp.bench --device cuda --env cartpole --num-envs 1000 1000000
     $ python -m torchrl_warp.bench --device cuda --num-envs 2000 --agents 10+990 --k 2 --phases
+    $ python -m torchrl_warp.bench --device cuda --num-envs 10000 --k 2 --search grid scan
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import time
@@ -25,6 +27,7 @@ from tensordict import TensorDict
 
 from torchrl_warp.codegen import phase_functions
 from torchrl_warp.envs import CartPoleEnv, TagEnv
+from torchrl_warp.envs.tag import NEIGHBOR_SEARCHES
 
 __all__ = ["make_env", "measure", "main"]
 
@@ -159,34 +162,35 @@ def main(argv=None) -> list[dict]:
                         help="instead of the modes: time the step kernel cut after each of its phases")
     parser.add_argument("--egocentric", action="store_true",
                         help="Tag: egocentric_observation=True (the training recipe's layout)")
+    parser.add_argument("--search", choices=NEIGHBOR_SEARCHES, nargs="+", default=["auto"],
+                        help="Tag: the k-nearest search(es) (neighbor_search)")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
-    if args.egocentric and args.env != "tag":
-        parser.error("--egocentric is a Tag option")
+    if args.env != "tag" and (args.egocentric or args.search != ["auto"]):
+        parser.error("--egocentric and --search are Tag options")
     if args.phases:
         return _print_phases(args)
 
     results = []
     agent_grid = args.agents if args.env == "tag" else ["1"]
     k_grid = args.k if args.env == "tag" else [None]
-    print(f"{'env':9} {'device':7} {'agents':>9} {'k':>3} {'num_envs':>9} {'mode':22} "
+    search_grid = args.search if args.env == "tag" else [None]
+    print(f"{'env':9} {'device':7} {'agents':>9} {'k':>3} {'search':>6} {'num_envs':>9} {'mode':22} "
           f"{'env-steps/s':>13} {'agent-steps/s':>14} {'ms/step':>9}")
-    for agents in agent_grid:
-        for k in k_grid:
-            for n in args.num_envs:
-                env = make_env(args.env, n, args.device, agents, k, **_env_options(args))
-                for mode in args.mode:
-                    sec = measure(env, mode, steps=args.steps, repeats=args.repeats,
-                                  track_traj_ids=args.collector_traj_ids)
-                    row = dict(env=args.env, device=str(env.device), backend=env.backend, agents=env.num_agents,
-                               cuda_graphs=not args.no_cuda_graphs, egocentric=args.egocentric,
-                               k=k, num_envs=n, mode=mode, seconds_per_step=sec,
-                               env_steps_per_s=n / sec, agent_steps_per_s=n * env.num_agents / sec)
-                    results.append(row)
-                    print(f"{args.env:9} {row['device']:7} {agents:>9} {str(k or '-'):>3} {n:>9} {mode:22} "
-                          f"{row['env_steps_per_s']:>13,.0f} {row['agent_steps_per_s']:>14,.0f} {1e3 * sec:>9.3f}",
-                          flush=True)
-                del env
+    for agents, k, search, n in itertools.product(agent_grid, k_grid, search_grid, args.num_envs):
+        env = make_env(args.env, n, args.device, agents, k, **_env_options(args, search))
+        search = env.search if search else "-"
+        for mode in args.mode:
+            sec = measure(env, mode, steps=args.steps, repeats=args.repeats, track_traj_ids=args.collector_traj_ids)
+            row = dict(env=args.env, device=str(env.device), backend=env.backend, agents=env.num_agents,
+                       cuda_graphs=not args.no_cuda_graphs, egocentric=args.egocentric, search=search,
+                       k=k, num_envs=n, mode=mode, seconds_per_step=sec,
+                       env_steps_per_s=n / sec, agent_steps_per_s=n * env.num_agents / sec)
+            results.append(row)
+            print(f"{args.env:9} {row['device']:7} {agents:>9} {str(k or '-'):>3} {search:>6} {n:>9} {mode:22} "
+                  f"{row['env_steps_per_s']:>13,.0f} {row['agent_steps_per_s']:>14,.0f} {1e3 * sec:>9.3f}",
+                  flush=True)
+        del env
     if args.json:
         meta = dict(torch=torch.__version__, date=time.strftime("%Y-%m-%d"),
                     gpu=torch.cuda.get_device_name() if torch.cuda.is_available() else None)
@@ -195,26 +199,31 @@ def main(argv=None) -> list[dict]:
     return results
 
 
-def _env_options(args) -> dict:
+def _env_options(args, search=None) -> dict:
     options = dict(cuda_graphs=not args.no_cuda_graphs)
     if args.egocentric:
         options["egocentric_observation"] = True
+    if search:
+        options["neighbor_search"] = search
     return options
 
 
 def _print_phases(args) -> list[dict]:
     results = []
-    for agents in (args.agents if args.env == "tag" else ["1"]):
-        for k in (args.k if args.env == "tag" else [None]):
-            for n in args.num_envs:
-                env = make_env(args.env, n, args.device, agents, k, **_env_options(args))
-                print(f"{args.env} {agents} k={k or '-'} num_envs={n} on {env.device}: step kernel up to each phase")
-                previous = 0.0
-                for name, sec in phase_seconds(env, steps=args.steps, repeats=args.repeats):
-                    print(f"  {name:>48} {1e3 * sec:9.3f} ms   (+{1e3 * (sec - previous):.3f})", flush=True)
-                    results.append(dict(env=args.env, agents=agents, k=k, num_envs=n, phase=name, seconds=sec))
-                    previous = sec
-                del env
+    tag = args.env == "tag"
+    for agents, k, search, n in itertools.product(args.agents if tag else ["1"], args.k if tag else [None],
+                                                  args.search if tag else [None], args.num_envs):
+        env = make_env(args.env, n, args.device, agents, k, **_env_options(args, search))
+        search = env.search if search else "-"
+        print(f"{args.env} {agents} k={k or '-'} search={search} num_envs={n} on {env.device}: "
+              f"step kernel up to each phase")
+        previous = 0.0
+        for name, sec in phase_seconds(env, steps=args.steps, repeats=args.repeats):
+            print(f"  {name:>48} {1e3 * sec:9.3f} ms   (+{1e3 * (sec - previous):.3f})", flush=True)
+            results.append(dict(env=args.env, agents=agents, k=k, search=search, num_envs=n, phase=name,
+                                seconds=sec))
+            previous = sec
+        del env
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(results=results), f, indent=1)

@@ -24,7 +24,7 @@ NEIGHBOR_SEARCHES = ("auto", "grid", "scan")
 #: ``"auto"`` scans every agent when an env has at most this many agents and each observes
 #: at most ``SCAN_MAX_K`` others (on an H200, 10k envs: 110 agents 0.848 -> 0.657 ms per step,
 #: 140 agents 1.091 -> 0.903, 190 agents 0.950 -> 0.899; 250 agents and k = 10 slower,
-#: docs/benchmarks.md); the grid otherwise
+#: docs/benchmarks.md; the CPU backend ~20% faster at 110 agents); the grid otherwise
 SCAN_MAX_AGENTS = 192
 SCAN_MAX_K = 2
 
@@ -34,18 +34,15 @@ def action_table(max_value: float, levels: int) -> torch.Tensor:
     return torch.cat([torch.zeros(1), torch.linspace(-max_value, max_value, levels)]).float()
 
 
-def neighbor_search(choice: str, num_agents: int, k: int, cuda: bool) -> str:
+def neighbor_search(choice: str, num_agents: int, k: int) -> str:
     """The k-nearest search ``TagEnv`` runs: ``"scan"`` or ``"grid"``. ``choice="auto"``: the
-    scan on CUDA up to :data:`SCAN_MAX_AGENTS` agents per env and ``k <=`` :data:`SCAN_MAX_K`,
-    else the grid (on the CPU there is no warp to share the scan's loads: the grid wins).
+    scan up to :data:`SCAN_MAX_AGENTS` agents per env and ``k <=`` :data:`SCAN_MAX_K`, else the grid.
 
-    >>> neighbor_search("auto", 110, 2, cuda=True), neighbor_search("auto", 110, 10, cuda=True)
-    ('scan', 'grid')
-    >>> neighbor_search("auto", 1000, 2, cuda=True), neighbor_search("auto", 110, 2, cuda=False)
-    ('grid', 'grid')
+    >>> neighbor_search("auto", 110, 2), neighbor_search("auto", 110, 10), neighbor_search("auto", 1000, 2)
+    ('scan', 'grid', 'grid')
     """
     if choice == "auto":
-        return "scan" if cuda and num_agents <= SCAN_MAX_AGENTS and k <= SCAN_MAX_K else "grid"
+        return "scan" if num_agents <= SCAN_MAX_AGENTS and k <= SCAN_MAX_K else "grid"
     return choice
 
 
@@ -76,7 +73,7 @@ class TagEnv(WarpEnv):
     * ``"scan"``: every agent against every other, all lanes of a warp reading the same
       agent at once, the two nearest in registers for ``k <= 2`` (a sorted list in
       thread-private memory above that, much slower);
-    * ``"auto"`` (default): on CUDA the scan for small envs and ``k <= 2`` (WarpDrive's
+    * ``"auto"`` (default): the scan for small envs and ``k <= 2`` (WarpDrive's
       benchmark: 10 + 100 agents, k = 2), else the grid (see :data:`SCAN_MAX_AGENTS`);
       ``env.search`` says which one runs.
 
@@ -215,8 +212,7 @@ class TagEnv(WarpEnv):
         p = self.params
         if p.use_full_observation:
             return "full"
-        return neighbor_search(p.neighbor_search, p.num_taggers + p.num_runners, p.num_other_agents_observed,
-                               cuda=self.device.type == "cuda")
+        return neighbor_search(p.neighbor_search, p.num_taggers + p.num_runners, p.num_other_agents_observed)
 
     @property
     def runners_in_game(self) -> torch.Tensor:

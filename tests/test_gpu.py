@@ -28,9 +28,8 @@ def strict(fn):
 ENVS = {  # short Tag episodes, so that 100-200 steps include resets
     "tag": lambda **kw: TagEnv(num_envs=32, episode_length=40, **kw),
     "tag_egocentric": lambda **kw: TagEnv(num_envs=32, episode_length=40, egocentric_observation=True, **kw),
-    # k = 2: the scan on CUDA (neighbor_search="auto"; the grid on the CPU: the comparison
-    # with the CPU spans both searches); with 7 agents 4 envs share a warp, whose lanes
-    # count their own env's runners left (atomic_count)
+    # k = 2: the scan (neighbor_search="auto"); with 7 agents 4 envs share a warp, whose
+    # lanes count their own env's runners left (atomic_count)
     "tag_scan": lambda **kw: TagEnv(num_envs=32, episode_length=40, num_other_agents_observed=2, **kw),
     "tag_scan_small": lambda **kw: TagEnv(num_envs=64, num_taggers=2, num_runners=5, num_other_agents_observed=2,
                                           episode_length=40, **kw),

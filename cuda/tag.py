@@ -4,8 +4,8 @@ Agents ``0 .. num_taggers-1`` are taggers, the rest runners. Phases (see
 ``TagEnv._layout``), with a barrier between consecutive ones; a tuple runs back to
 back for each agent, without one:
 
-* step (``neighbor_search="grid"``): (``clear_counts``, ``move``), ``detect_tags`` (runners find their nearest
-  tagger, which counts them), (``score_tags``: taggers score, tagged runners leave
+* step (``neighbor_search="grid"``): (``clear_counts``, ``move``), ``detect_tags``
+  (runners find their nearest tagger, which counts them), (``score_tags``: taggers score, tagged runners leave
   the game; ``count_cells``), ``sum_rows``, ``start_cells`` (and the runners left),
   (``fill_cells``, ``end_of_step``: one lane per env sets the done flags,
   ``retire_agent``: agents out of the game), ``observe_nearest``;
@@ -83,8 +83,8 @@ from torchrl_warp.cuda.rng import randint, uniform
 
 __all__ = ["reset_agent", "move", "detect_tags", "score_tags", "count_runner",
            "end_of_step", "retire_agent", "clear_counts", "count_cells", "sum_rows", "start_cells", "fill_cells",
-           "observe_nearest", "observe", "publish_position", "observe_scan", "cells_per_side", "observation_size", "OWN_FEATURES", "NEIGHBOR_FEATURES",
-           "EGO_OWN_FEATURES", "EGO_NEIGHBOR_FEATURES"]
+           "observe_nearest", "observe", "publish_position", "observe_scan", "cells_per_side", "observation_size",
+           "OWN_FEATURES", "NEIGHBOR_FEATURES", "EGO_OWN_FEATURES", "EGO_NEIGHBOR_FEATURES"]
 
 OWN_FEATURES = 6
 NEIGHBOR_FEATURES = 7
@@ -608,8 +608,8 @@ def observe_scan(
         dist = scratch_row(neighbor_distance, env, agent)
         index = scratch_row(neighbor_index, env, agent)
         filled = _scan_k(env, agent, x, y, scan_x, scan_y, num_agents, dist, index, slots)
-        for s in range(slots):
-            neighbor_index[env, agent, s] = index[s] if s < filled else -1
+        for slot in range(slots):
+            neighbor_index[env, agent, slot] = index[slot] if slot < filled else -1
     c, s = _heading(env, agent, direction, egocentric_observation)
     _observe_own(env, agent, step_count, pos, direction, speed, acceleration, observation, num_taggers, grid_length,
                  max_speed, episode_length, egocentric_observation, c, s)

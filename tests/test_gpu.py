@@ -129,6 +129,15 @@ def test_scan_and_grid_agree_on_cuda(k):
     assert TagEnv(device="cuda", num_envs=1, num_other_agents_observed=k).search == ("scan" if k <= 2 else "grid")
 
 
+def test_runners_left_counted_once_per_warp_match_the_runners_in_game():
+    """atomic_count (one atomic per warp and env): 4 envs of 7 agents share each warp."""
+    env = TagEnv(device="cuda", num_envs=64, num_taggers=2, num_runners=5, num_other_agents_observed=2,
+                 tagging_distance=0.2, episode_length=1000, seed=3)
+    env.rollout(30, break_when_any_done=False)
+    left = env.state["runners_left"]
+    assert torch.equal(left.long(), env.runners_in_game) and (left < 5).any()
+
+
 @pytest.mark.parametrize("name", ENVS)
 def test_set_seed_after_graph_capture_replays_the_new_seed(name):
     """Kernel launches are captured in CUDA graphs; reseeding must not replay the old seed."""

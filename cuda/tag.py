@@ -553,8 +553,9 @@ def _scan_two(env, agent, x, y, scan_x, scan_y, n):
 
 @numba.njit
 def _scan_k(env, agent, x, y, scan_x, scan_y, n, dist, index, slots):
-    """The ``slots`` nearest other agents in the game into the sorted list ``dist, index``;
-    return how many were found. Index order, so ties keep the lower index (strict ``>``)."""
+    """The ``slots`` nearest other agents in the game into the sorted list ``dist, index``
+    (:func:`_insert_neighbor`, the grid's); return how many were found. Candidates come in
+    index order, so one that only ties the last entry never displaces it (strict ``<``)."""
     filled = 0
     worst = math.inf
     for j in range(n):
@@ -563,17 +564,9 @@ def _scan_k(env, agent, x, y, scan_x, scan_y, n, dist, index, slots):
         dy = scan_y[env, u] - y
         d2 = dx * dx + dy * dy
         if d2 < worst and j != agent:
-            p = filled if filled < slots else slots - 1
-            while p > 0 and dist[p - 1] > d2:
-                dist[p] = dist[p - 1]
-                index[p] = index[p - 1]
-                p -= 1
-            dist[p] = d2
-            index[p] = j
-            if filled < slots:
-                filled += 1
+            filled, last_d2, _ = _insert_neighbor(dist, index, slots, filled, d2, j)
             if filled == slots:
-                worst = dist[slots - 1]
+                worst = last_d2
     return filled
 
 

@@ -172,14 +172,9 @@ def main(argv=None) -> list[dict]:
         return _print_phases(args)
 
     results = []
-    agent_grid = args.agents if args.env == "tag" else ["1"]
-    k_grid = args.k if args.env == "tag" else [None]
-    search_grid = args.search if args.env == "tag" else [None]
     print(f"{'env':9} {'device':7} {'agents':>9} {'k':>3} {'search':>6} {'num_envs':>9} {'mode':22} "
           f"{'env-steps/s':>13} {'agent-steps/s':>14} {'ms/step':>9}")
-    for agents, k, search, n in itertools.product(agent_grid, k_grid, search_grid, args.num_envs):
-        env = make_env(args.env, n, args.device, agents, k, **_env_options(args, search))
-        search = env.search if search else "-"
+    for env, agents, k, search, n in _configurations(args):
         for mode in args.mode:
             sec = measure(env, mode, steps=args.steps, repeats=args.repeats, track_traj_ids=args.collector_traj_ids)
             row = dict(env=args.env, device=str(env.device), backend=env.backend, agents=env.num_agents,
@@ -199,22 +194,25 @@ def main(argv=None) -> list[dict]:
     return results
 
 
-def _env_options(args, search=None) -> dict:
-    options = dict(cuda_graphs=not args.no_cuda_graphs)
-    if args.egocentric:
-        options["egocentric_observation"] = True
-    if search:
-        options["neighbor_search"] = search
-    return options
+def _configurations(args):
+    """``(env, agents, k, search, num_envs)`` for each point of the grid the arguments ask
+    for (``search``: the one the env runs, ``"-"`` for CartPole), one env alive at a time."""
+    tag = args.env == "tag"
+    for agents, k, search, n in itertools.product(args.agents if tag else ["1"], args.k if tag else [None],
+                                                  args.search if tag else [None], args.num_envs):
+        options = dict(cuda_graphs=not args.no_cuda_graphs)
+        if args.egocentric:
+            options["egocentric_observation"] = True
+        if search:
+            options["neighbor_search"] = search
+        env = make_env(args.env, n, args.device, agents, k, **options)
+        yield env, agents, k, (env.search if tag else "-"), n
+        del env
 
 
 def _print_phases(args) -> list[dict]:
     results = []
-    tag = args.env == "tag"
-    for agents, k, search, n in itertools.product(args.agents if tag else ["1"], args.k if tag else [None],
-                                                  args.search if tag else [None], args.num_envs):
-        env = make_env(args.env, n, args.device, agents, k, **_env_options(args, search))
-        search = env.search if search else "-"
+    for env, agents, k, search, n in _configurations(args):
         print(f"{args.env} {agents} k={k or '-'} search={search} num_envs={n} on {env.device}: "
               f"step kernel up to each phase")
         previous = 0.0

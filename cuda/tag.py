@@ -519,35 +519,38 @@ def _keep_two(d2, j, d0, i0, d1, i1):
 
 
 @numba.njit
+def _scan_range(xs, ys, x, y, begin, end, d0, i0, d1, i1):
+    """Offer agents ``begin..end-1`` (in index order, two per iteration: two independent
+    chains of loads and arithmetic) to the two nearest ``(d0, i0), (d1, i1)``; indices int32."""
+    j = numba.int32(begin)
+    last = numba.int32(end) - 1
+    while j < last:
+        u = numba.uint32(j)
+        ax = xs[u] - x
+        ay = ys[u] - y
+        bx = xs[u + numba.uint32(1)] - x
+        by = ys[u + numba.uint32(1)] - y
+        d0, i0, d1, i1 = _keep_two(ax * ax + ay * ay, j, d0, i0, d1, i1)
+        d0, i0, d1, i1 = _keep_two(bx * bx + by * by, j + numba.int32(1), d0, i0, d1, i1)
+        j += numba.int32(2)
+    if j == last:
+        u = numba.uint32(j)
+        dx = xs[u] - x
+        dy = ys[u] - y
+        d0, i0, d1, i1 = _keep_two(dx * dx + dy * dy, j, d0, i0, d1, i1)
+    return d0, i0, d1, i1
+
+
+@numba.njit
 def _scan_two(env, agent, x, y, scan_x, scan_y, n):
-    """The 2 nearest other agents in the game (``-1`` where fewer), in registers, two
-    candidates per iteration (two independent chains of loads and arithmetic)."""
+    """The 2 nearest other agents in the game (``-1`` where fewer), in registers: the agents
+    before this one, then those after it (no test for itself per candidate)."""
     xs = scan_x[env]
     ys = scan_y[env]
     d0 = d1 = math.inf
-    i0 = i1 = -1
-    for half in range(n // 2):
-        ja = 2 * half
-        jb = ja + 1
-        ua = numba.uint64(ja)
-        ub = numba.uint64(jb)
-        ax = xs[ua] - x
-        ay = ys[ua] - y
-        bx = xs[ub] - x
-        by = ys[ub] - y
-        da = ax * ax + ay * ay
-        db = bx * bx + by * by
-        if ja == agent:
-            da = math.inf
-        if jb == agent:
-            db = math.inf
-        d0, i0, d1, i1 = _keep_two(da, ja, d0, i0, d1, i1)
-        d0, i0, d1, i1 = _keep_two(db, jb, d0, i0, d1, i1)
-    if n % 2 == 1 and n - 1 != agent:
-        u = numba.uint64(n - 1)
-        dx = xs[u] - x
-        dy = ys[u] - y
-        d0, i0, d1, i1 = _keep_two(dx * dx + dy * dy, n - 1, d0, i0, d1, i1)
+    i0 = i1 = numba.int32(-1)
+    d0, i0, d1, i1 = _scan_range(xs, ys, x, y, 0, agent, d0, i0, d1, i1)
+    d0, i0, d1, i1 = _scan_range(xs, ys, x, y, agent + 1, n, d0, i0, d1, i1)
     return i0, i1
 
 

@@ -92,6 +92,8 @@ NEIGHBOR_FEATURES = 7
 EGO_OWN_FEATURES = 9
 EGO_NEIGHBOR_FEATURES = 9
 _TWO_PI = 2.0 * math.pi
+_INV_TWO_PI = 1.0 / _TWO_PI
+_INV_SQRT2 = 1.0 / math.sqrt(2.0)
 #: agents per grid cell that ``cells_per_side`` aims at
 AGENTS_PER_CELL = 3.0
 
@@ -117,14 +119,15 @@ def cells_per_side(num_agents: int) -> int:
 
 
 @numba.njit
-def reset_agent(env, agent, seed, episode, pos, direction, speed, acceleration, in_game, reward, grid_length):
-    """Uniform position in the square, direction in {0, pi/2, pi, 3pi/2}, at rest."""
+def reset_agent(env, agent, seed, episode, pos, direction, speed, acceleration, in_game, tagged_by, reward, grid_length):
+    """Uniform position in the square, direction in {0, pi/2, pi, 3pi/2}, at rest, untagged."""
     pos[env, agent, 0] = uniform(seed, env, episode[env], 0, agent, 0) * grid_length
     pos[env, agent, 1] = uniform(seed, env, episode[env], 0, agent, 1) * grid_length
     direction[env, agent] = randint(seed, env, episode[env], 0, agent, 2, 4) * (0.5 * math.pi)
     speed[env, agent] = 0.0
     acceleration[env, agent] = 0.0
     in_game[env, agent] = True
+    tagged_by[env, agent] = -1
     reward[env, agent] = 0.0
 
 
@@ -225,10 +228,13 @@ def score_tags(env, agent, in_game, tagged_by, tag_count, reward, num_taggers, t
 
 
 @numba.njit
-def count_runner(env, agent, in_game, runners_left, num_taggers):
-    """A runner in the game counts itself in ``runners_left`` (atomically; zeroed by
-    ``clear_counts``). For the scan and the full observation, which have no grid to count with."""
-    if agent >= num_taggers and in_game[env, agent]:
+def count_runner(env, agent, in_game, tagged_by, runners_left, num_taggers, runner_exits_game_after_tagged):
+    """A runner in the game that this step's tag does not send out counts itself in
+    ``runners_left`` (atomically; zeroed by ``clear_counts``), so that the count is final
+    right after :func:`detect_tags`, a phase before the tagged runners leave. For the scan
+    and the full observation, which have no grid to count with."""
+    leaving = runner_exits_game_after_tagged and tagged_by[env, agent] >= 0
+    if agent >= num_taggers and in_game[env, agent] and not leaving:
         atomic_count(runners_left, env)
 
 
@@ -250,15 +256,23 @@ def end_of_step(env, agent, step_count, runners_left, done, terminated, truncate
 
 
 @numba.njit
-def retire_agent(env, agent, step_count, in_game, observation, agent_done, agent_terminated, agent_truncated,
-                 episode_length):
-    """An agent out of the game: its done flags, and an observation of zeros (agents in
-    the game get theirs from ``observe_nearest``)."""
+def agent_flags(env, agent, step_count, runners_left, in_game, agent_done, agent_terminated, agent_truncated,
+                episode_length):
+    """The agent's done flags: terminated once out of the game, else the episode's flags
+    (from the final ``runners_left`` and the step count, as :func:`end_of_step`)."""
+    term, trunc = _episode_over(env, step_count, runners_left, episode_length)
+    out = not in_game[env, agent]
+    agent_terminated[env, agent] = out or term
+    agent_truncated[env, agent] = trunc
+    agent_done[env, agent] = out or term or trunc
+
+
+@numba.njit
+def retire_agent(env, agent, in_game, observation):
+    """An agent out of the game observes zeros (those in the game get their observation
+    from the search's observe phase)."""
     if in_game[env, agent]:
         return
-    agent_terminated[env, agent] = True
-    agent_truncated[env, agent] = step_count[env] >= episode_length
-    agent_done[env, agent] = True
     for i in range(observation.shape[2]):
         observation[env, agent, i] = 0.0
 
@@ -576,22 +590,17 @@ def _scan_k(env, agent, x, y, scan_x, scan_y, n, dist, index, slots):
 @numba.njit
 def observe_scan(
     env, agent, num_agents, step_count, pos, direction, speed, acceleration, in_game, observation,
-    neighbor_distance, neighbor_index, scan_x, scan_y, runners_left, agent_done, agent_terminated, agent_truncated,
-    num_taggers, grid_length, max_speed, episode_length, egocentric_observation,
+    neighbor_distance, neighbor_index, scan_x, scan_y, num_taggers, grid_length, max_speed, episode_length,
+    egocentric_observation,
 ):
     """Find the k nearest of an agent in the game by scanning every agent, and write its
-    observation and done flags (the episode's flags from ``runners_left`` and the step
-    count, as :func:`end_of_step`, which may run in the same phase).
+    observation.
 
     Every lane of a warp reads the same agent at the same time (one broadcast load), and
     for k <= 2 the list lives in registers: with ~100 agents per env this beats the grid.
     """
     if not in_game[env, agent]:
         return
-    term, trunc = _episode_over(env, step_count, runners_left, episode_length)
-    agent_terminated[env, agent] = term
-    agent_truncated[env, agent] = trunc
-    agent_done[env, agent] = term or trunc
     x = scan_x[env, agent]
     y = scan_y[env, agent]
     slots = neighbor_index.shape[2]
@@ -607,11 +616,20 @@ def observe_scan(
         for slot in range(slots):
             neighbor_index[env, agent, slot] = index[slot] if slot < filled else -1
     c, s = _heading(env, agent, direction, egocentric_observation)
+    scales = _observation_scales(grid_length, max_speed, episode_length)
     _observe_own(env, agent, step_count, pos, direction, speed, acceleration, observation, num_taggers, grid_length,
-                 max_speed, episode_length, egocentric_observation, c, s)
+                 scales, egocentric_observation, c, s)
     for slot in range(slots):
         _observe_other(observation, env, agent, slot, neighbor_index[env, agent, slot], pos, direction, speed,
-                       acceleration, in_game, num_taggers, grid_length, max_speed, egocentric_observation, c, s)
+                       acceleration, in_game, num_taggers, scales, egocentric_observation, c, s)
+
+
+@numba.njit
+def _observation_scales(grid_length, max_speed, episode_length):
+    """``(1 / grid_length, 1 / max_speed, 1 / episode_length)``: the observation multiplies by
+    these (three divisions per agent instead of one per feature: a float64 division is a
+    subroutine on the GPU)."""
+    return 1.0 / grid_length, 1.0 / max_speed, 1.0 / episode_length
 
 
 @numba.njit
@@ -626,33 +644,34 @@ def _heading(env, agent, direction, egocentric):
 
 @numba.njit
 def _observe_own(env, agent, step_count, pos, direction, speed, acceleration, observation, num_taggers,
-                 grid_length, max_speed, episode_length, egocentric, c, s):
+                 grid_length, scales, egocentric, c, s):
     """The agent's own features and the time step (layout in the module docstring);
-    ``c, s``: :func:`_heading`."""
-    observation[env, agent, 0] = pos[env, agent, 0] / grid_length
-    observation[env, agent, 1] = pos[env, agent, 1] / grid_length
-    observation[env, agent, 2] = speed[env, agent] / max_speed
-    observation[env, agent, 3] = acceleration[env, agent] / max_speed
+    ``scales``: :func:`_observation_scales`; ``c, s``: :func:`_heading`."""
+    length_scale, speed_scale, time_scale = scales
+    observation[env, agent, 0] = pos[env, agent, 0] * length_scale
+    observation[env, agent, 1] = pos[env, agent, 1] * length_scale
+    observation[env, agent, 2] = speed[env, agent] * speed_scale
+    observation[env, agent, 3] = acceleration[env, agent] * speed_scale
     tagger = 1.0 if agent < num_taggers else 0.0
     if egocentric:
-        to_x = (0.5 * grid_length - numba.float64(pos[env, agent, 0])) / max_speed
-        to_y = (0.5 * grid_length - numba.float64(pos[env, agent, 1])) / max_speed
+        to_x = (0.5 * grid_length - numba.float64(pos[env, agent, 0])) * speed_scale
+        to_y = (0.5 * grid_length - numba.float64(pos[env, agent, 1])) * speed_scale
         observation[env, agent, 4] = c
         observation[env, agent, 5] = s
         observation[env, agent, 6] = to_x * c + to_y * s
         observation[env, agent, 7] = to_y * c - to_x * s
         observation[env, agent, 8] = tagger
     else:
-        observation[env, agent, 4] = direction[env, agent] / _TWO_PI
+        observation[env, agent, 4] = direction[env, agent] * _INV_TWO_PI
         observation[env, agent, 5] = tagger
-    observation[env, agent, observation.shape[2] - 1] = step_count[env] / episode_length
+    observation[env, agent, observation.shape[2] - 1] = step_count[env] * time_scale
 
 
 @numba.njit
 def _observe_other(observation, env, agent, slot, o, pos, direction, speed, acceleration, in_game, num_taggers,
-                   grid_length, max_speed, egocentric, c, s):
+                   scales, egocentric, c, s):
     """Agent ``o`` in the agent's ``slot`` of other agents (zeros if ``o < 0`` or out of the
-    game); ``c, s``: :func:`_heading` of the agent."""
+    game); ``scales``: :func:`_observation_scales`; ``c, s``: :func:`_heading` of the agent."""
     own, per = (EGO_OWN_FEATURES, EGO_NEIGHBOR_FEATURES) if egocentric else (OWN_FEATURES, NEIGHBOR_FEATURES)
     base = own + per * slot
     if o < 0 or not in_game[env, o]:
@@ -660,28 +679,29 @@ def _observe_other(observation, env, agent, slot, o, pos, direction, speed, acce
             observation[env, agent, base + i] = 0.0
         return
     tagger = 1.0 if o < num_taggers else 0.0
+    length_scale, speed_scale, _ = scales
     if not egocentric:
-        pos_scale = 1.0 / (math.sqrt(2.0) * grid_length)
+        pos_scale = length_scale * _INV_SQRT2
         observation[env, agent, base + 0] = (pos[env, o, 0] - pos[env, agent, 0]) * pos_scale
         observation[env, agent, base + 1] = (pos[env, o, 1] - pos[env, agent, 1]) * pos_scale
-        observation[env, agent, base + 2] = (speed[env, o] - speed[env, agent]) / max_speed
-        observation[env, agent, base + 3] = (acceleration[env, o] - acceleration[env, agent]) / max_speed
-        observation[env, agent, base + 4] = (direction[env, o] - direction[env, agent]) / _TWO_PI
+        observation[env, agent, base + 2] = (speed[env, o] - speed[env, agent]) * speed_scale
+        observation[env, agent, base + 3] = (acceleration[env, o] - acceleration[env, agent]) * speed_scale
+        observation[env, agent, base + 4] = (direction[env, o] - direction[env, agent]) * _INV_TWO_PI
         observation[env, agent, base + 5] = tagger
         observation[env, agent, base + 6] = 1.0
         return
     f64 = numba.float64
-    dx = (f64(pos[env, o, 0]) - f64(pos[env, agent, 0])) / max_speed
-    dy = (f64(pos[env, o, 1]) - f64(pos[env, agent, 1])) / max_speed
+    dx = (f64(pos[env, o, 0]) - f64(pos[env, agent, 0])) * speed_scale
+    dy = (f64(pos[env, o, 1]) - f64(pos[env, agent, 1])) * speed_scale
     ahead = dx * c + dy * s
     left = dy * c - dx * s
     turn = f64(direction[env, o]) - f64(direction[env, agent])
     ct, st = math.cos(turn), math.sin(turn)
-    other_speed = f64(speed[env, o]) / max_speed
+    other_speed = f64(speed[env, o]) * speed_scale
     observation[env, agent, base + 0] = ahead
     observation[env, agent, base + 1] = left
     observation[env, agent, base + 2] = math.sqrt(ahead * ahead + left * left)
-    observation[env, agent, base + 3] = other_speed * ct - f64(speed[env, agent]) / max_speed
+    observation[env, agent, base + 3] = other_speed * ct - f64(speed[env, agent]) * speed_scale
     observation[env, agent, base + 4] = other_speed * st
     observation[env, agent, base + 5] = ct
     observation[env, agent, base + 6] = st
@@ -692,11 +712,10 @@ def _observe_other(observation, env, agent, slot, o, pos, direction, speed, acce
 @numba.njit
 def observe_nearest(
     env, agent, step_count, pos, direction, speed, acceleration, in_game, observation, neighbor_distance,
-    neighbor_index, agent_cell, cell_start, cell_agent, cell_x, cell_y, agent_done, agent_terminated, agent_truncated,
-    terminated, truncated, num_taggers, grid_length, max_speed, episode_length, cells_per_side,
-    egocentric_observation,
+    neighbor_index, agent_cell, cell_start, cell_agent, cell_x, cell_y, num_taggers, grid_length, max_speed,
+    episode_length, cells_per_side, egocentric_observation,
 ):
-    """Find the k nearest of an agent in the game and write its observation and done flags.
+    """Find the k nearest of an agent in the game and write its observation.
 
     Runs over the agents in cell order: ``agent`` here is a position in the grid's sorted
     list (``cell_agent``), not an agent index, so that neighbouring lanes search
@@ -708,39 +727,31 @@ def observe_nearest(
     if agent >= cell_start[env, g * g]:
         return
     me = cell_agent[env, agent]
-    agent_terminated[env, me] = terminated[env]
-    agent_truncated[env, me] = truncated[env]
-    agent_done[env, me] = terminated[env] or truncated[env]
     _find_neighbors(env, me, cell_x[env, agent], cell_y[env, agent], neighbor_distance, neighbor_index, agent_cell,
                     cell_start, cell_agent, cell_x, cell_y, grid_length, g)
     c, s = _heading(env, me, direction, egocentric_observation)
+    scales = _observation_scales(grid_length, max_speed, episode_length)
     _observe_own(env, me, step_count, pos, direction, speed, acceleration, observation, num_taggers, grid_length,
-                 max_speed, episode_length, egocentric_observation, c, s)
+                 scales, egocentric_observation, c, s)
     for slot in range(neighbor_index.shape[2]):
         _observe_other(observation, env, me, slot, neighbor_index[env, me, slot], pos, direction, speed, acceleration,
-                       in_game, num_taggers, grid_length, max_speed, egocentric_observation, c, s)
+                       in_game, num_taggers, scales, egocentric_observation, c, s)
 
 
 @numba.njit
 def observe(
-    env, agent, step_count, pos, direction, speed, acceleration, in_game, observation, agent_done,
-    agent_terminated, agent_truncated, terminated, truncated, num_taggers, grid_length, max_speed,
-    episode_length, egocentric_observation,
+    env, agent, step_count, pos, direction, speed, acceleration, in_game, observation, num_taggers, grid_length,
+    max_speed, episode_length, egocentric_observation,
 ):
-    """The full observation (``use_full_observation``): done flags, own features and every
-    other agent in index order (zeros for those out of the game)."""
-    out = not in_game[env, agent]
-    agent_terminated[env, agent] = out or terminated[env]
-    agent_truncated[env, agent] = truncated[env]
-    agent_done[env, agent] = out or terminated[env] or truncated[env]
-    if out:
-        for i in range(observation.shape[2]):
-            observation[env, agent, i] = 0.0
+    """The full observation (``use_full_observation``) of an agent in the game: own features
+    and every other agent in index order (zeros for those out of the game)."""
+    if not in_game[env, agent]:
         return
     c, s = _heading(env, agent, direction, egocentric_observation)
+    scales = _observation_scales(grid_length, max_speed, episode_length)
     _observe_own(env, agent, step_count, pos, direction, speed, acceleration, observation, num_taggers,
-                 grid_length, max_speed, episode_length, egocentric_observation, c, s)
+                 grid_length, scales, egocentric_observation, c, s)
     for slot in range(in_game.shape[1] - 1):
         o = slot if slot < agent else slot + 1  # every other agent, in index order
         _observe_other(observation, env, agent, slot, o, pos, direction, speed, acceleration, in_game, num_taggers,
-                       grid_length, max_speed, egocentric_observation, c, s)
+                       scales, egocentric_observation, c, s)

@@ -142,22 +142,21 @@ class TagEnv(WarpEnv):
         scratch = n if grid else 0
         scanned = n if search == "scan" else 0
         agent = dict(per_agent=True)
-        if search == "scan":  # tuples are phases that run back to back, no barrier between
-            leave = (kernels.publish_position, kernels.count_runner, kernels.retire_agent)
-            observe = (kernels.end_of_step, kernels.observe_scan)
-            reset = (kernels.clear_counts, (kernels.reset_agent,) + leave, observe)
-            step = ((kernels.clear_counts, kernels.move), kernels.detect_tags, (kernels.score_tags,) + leave, observe)
-        elif grid:
-            finish = (kernels.fill_cells, kernels.end_of_step, kernels.retire_agent)
-            search_phases = (kernels.sum_rows, kernels.start_cells, finish, kernels.observe_nearest)
+        # tuples are phases that run back to back, no barrier between; the done flags (env's
+        # and agents') are written once the runners left are counted
+        flags = (kernels.end_of_step, kernels.agent_flags, kernels.retire_agent)
+        if search == "grid":
+            search_phases = (kernels.sum_rows, kernels.start_cells, (kernels.fill_cells,) + flags,
+                             kernels.observe_nearest)
             reset = (kernels.clear_counts, (kernels.reset_agent, kernels.count_cells)) + search_phases
             step = ((kernels.clear_counts, kernels.move), kernels.detect_tags,
                     (kernels.score_tags, kernels.count_cells)) + search_phases
-        else:  # every other agent observed, no grid: the runners count themselves with atomics
-            reset = (kernels.clear_counts, (kernels.reset_agent, kernels.count_runner), kernels.end_of_step,
-                     kernels.observe)
-            step = ((kernels.clear_counts, kernels.move), kernels.detect_tags,
-                    (kernels.score_tags, kernels.count_runner), kernels.end_of_step, kernels.observe)
+        else:  # the scan, or every other agent observed: the runners count themselves with atomics
+            observe = kernels.observe_scan if search == "scan" else kernels.observe
+            publish = (kernels.publish_position,) if search == "scan" else ()
+            reset = (kernels.clear_counts, (kernels.reset_agent, kernels.count_runner) + publish, flags + (observe,))
+            step = ((kernels.clear_counts, kernels.move), (kernels.detect_tags, kernels.count_runner),
+                    (kernels.score_tags,) + publish + flags, observe)
         return Layout(
             groups={"taggers": p.num_taggers, "runners": p.num_runners},
             observation_shape=(kernels.observation_size(k, p.egocentric_observation),),

@@ -96,16 +96,26 @@ class CpuBackend(Backend):
 
 
 class _CudaLayout(Backend):
-    """Launch layout shared by the GPU and its simulator."""
+    """Launch layout shared by the GPU and its simulator.
 
-    block_threads = 256
+    An env gets a power of two of lanes (its agents rounded up, at most
+    ``max_threads_per_env``; lanes stride over the agents beyond), and a block holds
+    ``min_block_threads`` lanes or one env, whichever is more. Blocks of 128 rather than
+    256 (H200, 10k envs x 110 agents: 0.617 -> 0.594 ms per step, run 32): a block's
+    barriers then wait for one env's warps, not two, and at ~120 registers per thread
+    the SM fits 4 blocks of 128 where it fit 2 of 256 (the same warps, finer-grained).
+    """
 
-    def layout(self, num_envs: int, num_agents: int) -> tuple[int, int, int]:
-        """``(threads_per_env, envs_per_block, blocks)`` for a launch."""
-        threads_per_env = min(_next_pow2(num_agents), self.block_threads)
-        envs_per_block = self.block_threads // threads_per_env
+    max_threads_per_env = 256
+    min_block_threads = 128
+
+    def layout(self, num_envs: int, num_agents: int) -> tuple[int, int, int, int]:
+        """``(threads_per_env, envs_per_block, blocks, threads_per_block)`` for a launch."""
+        threads_per_env = min(_next_pow2(num_agents), self.max_threads_per_env)
+        block_threads = max(threads_per_env, self.min_block_threads)
+        envs_per_block = block_threads // threads_per_env
         blocks = -(-num_envs // envs_per_block)
-        return threads_per_env, envs_per_block, blocks
+        return threads_per_env, envs_per_block, blocks, block_threads
 
     def _compile(self, spec):
         from numba import cuda
@@ -166,9 +176,9 @@ class CudaBackend(_CudaLayout):
         self._graphs.clear()
 
     def _launch(self, kernel, num_envs, num_agents, args):
-        tpe, epb, blocks = self.layout(num_envs, num_agents)
+        tpe, epb, blocks, threads = self.layout(num_envs, num_agents)
         with self._gpu:
-            kernel[blocks, self.block_threads, self._stream()](
+            kernel[blocks, threads, self._stream()](
                 num_envs, num_agents, tpe, epb, *args
             )
 
@@ -178,7 +188,8 @@ class SimulatorBackend(_CudaLayout):
 
     name = "cudasim"
     # every simulated thread is a Python thread: keep blocks small
-    block_threads = 16
+    max_threads_per_env = 16
+    min_block_threads = 16
 
     def _phase(self, phase):
         # The simulator runs kernels as Python, so phases run as Python too. Jitted
@@ -199,8 +210,8 @@ class SimulatorBackend(_CudaLayout):
         return FakeCUDAArray(tensor.detach().numpy())
 
     def launch(self, kernel, num_envs, num_agents, args, key=None):
-        tpe, epb, blocks = self.layout(num_envs, num_agents)
-        kernel[blocks, self.block_threads](num_envs, num_agents, tpe, epb, *args)
+        tpe, epb, blocks, threads = self.layout(num_envs, num_agents)
+        kernel[blocks, threads](num_envs, num_agents, tpe, epb, *args)
 
 
 def _with_numpy_arrays(dispatcher):

@@ -196,6 +196,8 @@ class TagEnv(WarpEnv):
             reset=reset,
             step=step,
             agent_done=True,
+            # each step writes every agent's observation, reward and flags from the state
+            outputs_from_state=True,
             constants={
                 "acceleration_actions": action_table(p.max_acceleration, p.num_acceleration_levels),
                 "turn_actions": action_table(p.max_turn, p.num_turn_levels),

@@ -15,6 +15,7 @@ from numba import cuda
 from conftest import SIM
 from torchrl_warp.atomics import atomic_add, atomic_count
 from torchrl_warp.codegen import KernelSpec
+from torchrl_warp.rebase import rebase
 
 
 @numba.njit
@@ -141,7 +142,7 @@ def compile_ptx(spec: KernelSpec, args: tuple, monkeypatch, cc=(9, 0)) -> str:
     from numba.cuda.typing.typeof import typeof
 
     monkeypatch.setattr(dispatcher, "get_current_device", lambda: SimpleNamespace(compute_capability=cc))
-    namespace = {"cuda": cuda}
+    namespace = {"cuda": cuda, "rebase": rebase}
     for i, phase in enumerate(spec.functions):
         namespace[f"phase_{i}"] = phase
     exec(compile(spec.cuda_source(), "<ptx test>", "exec"), namespace)

@@ -39,6 +39,56 @@ def test_rollout_outputs_are_fresh_distinct_and_correct():
 
 
 @pytest.mark.sim
+@pytest.mark.parametrize("make", [lambda: CartPoleEnv(num_envs=3, seed=1),
+                                  lambda: TagEnv(num_envs=2, seed=1, episode_length=3, **TINY_TAG)],
+                         ids=["cartpole", "tag"])
+def test_outputs_handed_out_are_never_written_again(make):
+    """What step, reset and step_and_maybe_reset return are views of output buffers the env
+    then leaves alone: keep every returned TensorDict, and a copy of it made at once."""
+    env = make()
+    kept = []
+
+    def keep(td):
+        kept.append((td, td.clone()))
+        return td
+
+    root = keep(env.reset())
+    for t in range(STEPS):
+        data, root = env.step_and_maybe_reset(env.rand_action(root))
+        keep(data.get("next"))
+        keep(root)
+        if t % 3 == 0:
+            keep(env.step(env.rand_action(root.clone())).get("next"))
+            partial = torch.zeros(env.num_envs, 1, dtype=torch.bool)
+            partial[0] = True
+            root = keep(env.reset(root.clone().set("_reset", partial)))
+    assert len(kept) > 3
+    for i, (td, copy) in enumerate(kept):  # the env's outputs; a root also carries the caller's action
+        outputs = [k for k in copy.keys(True, True) if (k if isinstance(k, str) else k[-1]) != "action"]
+        assert (td.select(*outputs) == copy.select(*outputs)).all(), f"returned TensorDict {i} changed later"
+    buffers = {td.get("done").untyped_storage().data_ptr() for td, _ in kept}
+    assert len(buffers) == len(kept)  # each hand-out its own buffer
+
+
+@pytest.mark.sim
+def test_a_tag_step_writes_every_output_so_needs_no_copy_of_the_last(monkeypatch):
+    """TagEnv says outputs_from_state: a full step writes into an uninitialised buffer. With
+    those buffers full of garbage (NaN floats, 0xFF flags) the rollout must not change."""
+    from torchrl_warp.outputs import Outputs
+
+    def rollout():
+        env = TagEnv(num_envs=2, seed=2, episode_length=4, **TINY_TAG)
+        return env.rollout(STEPS, policy=pre_drawn_policy(TagEnv(num_envs=2, seed=0, **TINY_TAG), STEPS),
+                           break_when_any_done=False)
+
+    reference = rollout()
+    garbage = []
+    monkeypatch.setattr(Outputs, "fresh", staticmethod(lambda b: garbage.append(1) or torch.full_like(b, 0xFF)))
+    assert (rollout() == reference).all()
+    assert len(garbage) >= STEPS - 1  # the steps did write into garbage-filled buffers
+
+
+@pytest.mark.sim
 def test_tag_rollout_stores_distinct_observations():
     env = TagEnv(num_envs=2, seed=0, **TINY_TAG)
     td = env.rollout(STEPS, break_when_any_done=False)

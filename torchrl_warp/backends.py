@@ -25,6 +25,7 @@ import numba
 import torch
 
 from torchrl_warp.codegen import KernelSpec
+from torchrl_warp.rebase import rebase, rebase_in_python
 
 __all__ = ["Backend", "CpuBackend", "CudaBackend", "SimulatorBackend", "make_backend", "simulator_enabled"]
 
@@ -44,6 +45,9 @@ class Backend:
     """Compiles kernel specs and launches them over tensor views."""
 
     name = "base"
+    #: whether kernels follow a new output buffer through ``output_shift`` (CUDA: launches
+    #: replay captured graphs, whose arguments cannot change); else they get new views
+    moves_outputs = False
 
     def __init__(self, device: torch.device):
         self.device = device
@@ -121,7 +125,8 @@ class _CudaLayout(Backend):
         from numba import cuda
 
         source = spec.cuda_source()
-        fn = self._exec(source, f"warp_{spec.kind}_cuda", spec, {"cuda": cuda})
+        moved = rebase_in_python if simulator_enabled() else rebase
+        fn = self._exec(source, f"warp_{spec.kind}_cuda", spec, {"cuda": cuda, "rebase": moved})
         return cuda.jit(fn)
 
 
@@ -135,6 +140,7 @@ class CudaBackend(_CudaLayout):
     """
 
     name = "cuda"
+    moves_outputs = True
 
     def __init__(self, device, graphs: bool = True):
         super().__init__(device)

@@ -46,7 +46,7 @@ _LEADING = ("env", "agent")
 #: names the generated drivers use themselves: no field, parameter or constant may take them
 DRIVER_NAMES = frozenset(
     ("env", "agent", "tid", "lane", "live", "num_envs", "num_agents", "threads_per_env",
-     "envs_per_block", "step_mask", "reset_mask", "seed", "cuda", "prange")
+     "envs_per_block", "step_mask", "reset_mask", "seed", "cuda", "prange", "rebase", "output_shift")
 )
 # every kernel takes these: the drivers update the counters and clear the flags
 _FIXED = ("seed", "step_count", "episode", "done", "terminated", "truncated")
@@ -75,11 +75,14 @@ def phase_functions(phases) -> tuple:
 
 @dataclass(frozen=True)
 class KernelSpec:
-    """One kernel: its kind (``"step"`` or ``"reset"``) and its phases (a tuple of phase
-    functions is one phase: its functions run back to back for each agent)."""
+    """One kernel: its kind (``"step"`` or ``"reset"``), its phases (a tuple of phase
+    functions is one phase: its functions run back to back for each agent), and the
+    arguments that are output buffers (``outputs``): the CUDA kernel moves those by
+    ``output_shift[0]`` bytes before its first phase (see :mod:`torchrl_warp.rebase`)."""
 
     kind: str
     phases: tuple
+    outputs: tuple = ()
 
     def __post_init__(self):
         if self.kind not in ("step", "reset"):
@@ -101,7 +104,14 @@ class KernelSpec:
                 if name not in names and name != "num_agents":
                     names.append(name)
         names.insert(0, self.mask)
+        if self.outputs:
+            names.append("output_shift")
         return tuple(names)
+
+    @property
+    def rebased(self) -> tuple[str, ...]:
+        """The output buffers among the arguments (moved by ``output_shift`` in the CUDA kernel)."""
+        return tuple(name for name in self.arguments if name in self.outputs)
 
     @property
     def mask(self) -> str:
@@ -143,6 +153,8 @@ class KernelSpec:
             "    lane = tid % threads_per_env",
             f"    live = {live}",
         ]
+        if self.rebased:
+            lines += [f"    {name} = rebase({name}, output_shift[0])" for name in self.rebased]
         lines.append("    if live:")
         lines.append(f"        live = {self.mask}[env]")
         lines.append("    if live and lane == 0:")

@@ -80,8 +80,9 @@ class WarpEnv(EnvBase):
         self.num_agents = self.layout.num_agents
 
         fields = self.layout.all_fields()
+        outputs = tuple(f.name for f in fields if f.name in OUTPUT_FIELDS)
         self._kernels = {
-            kind: KernelSpec(kind, tuple(getattr(self.layout, kind))) for kind in ("reset", "step")
+            kind: KernelSpec(kind, tuple(getattr(self.layout, kind)), outputs) for kind in ("reset", "step")
         }
         self._check_kernel_names([f.name for f in fields])
         needed = sum(f.nbytes(num_envs, self.num_agents) for f in fields)
@@ -90,15 +91,17 @@ class WarpEnv(EnvBase):
         self._backend = make_backend(backend, device, cuda_graphs)
         self.backend = self._backend.name
         self._outputs = Outputs(self.layout, num_envs, device)
-        self.state = TensorDict(
+        outputs_now = self._outputs.fields
+        self._state = TensorDict(
             {
-                f.name: self._outputs.fields[f.name] if f.name in OUTPUT_FIELDS
+                f.name: outputs_now[f.name] if f.name in OUTPUT_FIELDS
                 else torch.zeros(f.full_shape(num_envs, self.num_agents), dtype=f.dtype, device=device)
                 for f in fields
             },
             batch_size=[num_envs],
             device=device,
         )
+        self._state_generation = self._outputs.generation
         # which envs the next launch of each kernel touches (all, unless masked)
         self._masks = {kind: torch.ones(num_envs, dtype=torch.bool, device=device) for kind in self._kernels}
         self._constants = {
@@ -114,7 +117,10 @@ class WarpEnv(EnvBase):
         self._actions = action_views(self.layout, self.state)
         self._action_specs = {k: self.full_action_spec[k] for k in self._actions}
 
+        # bytes from the output buffer the kernels were built with to the current one
+        self._output_shift = torch.zeros(1, dtype=torch.int64, device=device)
         self._views = {k: self._backend.view(v) for k, v in self.state.items()}
+        self._views["output_shift"] = self._backend.view(self._output_shift)
         self._views.update({spec.mask: self._backend.view(self._masks[k]) for k, spec in self._kernels.items()})
         self._views.update(
             {k: self._backend.view(v) for k, v in self._constants.items() if isinstance(v, torch.Tensor)}
@@ -148,7 +154,7 @@ class WarpEnv(EnvBase):
                 seen[name] = kind
         for spec in self._kernels.values():
             for name in spec.arguments:
-                if name not in seen and name not in ("seed", spec.mask):
+                if name not in seen and name not in ("seed", "output_shift", spec.mask):
                     raise TypeError(
                         f"{env}: a {spec.kind} phase asks for {name!r}, which is no state field, "
                         f"parameter, constant or builtin ({', '.join(BUILTIN_ARGUMENTS)})"
@@ -168,8 +174,35 @@ class WarpEnv(EnvBase):
                 args.append(getattr(self.params, name))
         return tuple(args)
 
-    def _launch(self, kind: str) -> None:
+    @property
+    def state(self) -> TensorDict:
+        """Every state field, batched over envs; the outputs (``observation``, ``reward``,
+        ``done``...) as views of the output buffer the env writes now (:mod:`~torchrl_warp.outputs`)."""
+        if self._state_generation != self._outputs.generation:
+            for name, view in self._outputs.fields.items():
+                if name in self._state._tensordict:
+                    self._state._set_str(name, view, validated=True, inplace=False)
+            self._state_generation = self._outputs.generation
+        return self._state
+
+    def _launch(self, kind: str, copy_outputs: bool = True) -> None:
+        """Run the ``kind`` kernel. Its outputs go to the current output buffer, or, if that
+        was handed out, to a new one: a copy of it (``copy_outputs``), or an uninitialised
+        one when the launch writes every output itself."""
+        if self._outputs.prepare(copy_outputs):
+            self._follow_outputs()
         self._backend.launch(self._compiled[kind], self.num_envs, self.num_agents, self._args[kind], key=kind)
+
+    def _follow_outputs(self) -> None:
+        """Point the kernels at the current output buffer: on CUDA a new ``output_shift``
+        (the arguments, and the graphs captured with them, stay), elsewhere new views."""
+        if self._backend.moves_outputs:
+            self._output_shift.fill_(self._outputs.shift)
+            return
+        fields = self._outputs.fields
+        for name in self._kernels["step"].outputs:
+            self._views[name] = self._backend.view(fields[name])
+        self._args = {kind: self._kernel_args(spec) for kind, spec in self._kernels.items()}
 
     def _set_seed(self, seed: int | None) -> None:
         if seed is None:
@@ -190,16 +223,16 @@ class WarpEnv(EnvBase):
         for key, value in actions:
             self._actions[key].copy_(value)
         if partial is None:
-            self._launch("step")
-            return self._outputs.snapshot(with_reward=True)
+            self._launch("step", copy_outputs=not self.layout.outputs_from_state)
+            return self._outputs.hand_out(with_reward=True)
         # TorchRL's partial step: only envs whose "_step" is set move; the others keep
         # their state and outputs, with a zero reward
         mask = self._masks["step"]
         mask.copy_(partial.reshape(self.num_envs))
         self._launch("step")
-        self._outputs.fields["reward"].mul_(mask.unsqueeze(-1))
+        self._outputs.view("reward").mul_(mask.unsqueeze(-1))
         mask.fill_(True)
-        return self._outputs.snapshot(with_reward=True)
+        return self._outputs.hand_out(with_reward=True)
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
         mask = self._reset_request(tensordict)
@@ -208,7 +241,7 @@ class WarpEnv(EnvBase):
         else:
             self._masks["reset"].copy_(mask)
         self._launch("reset")
-        return self._outputs.snapshot(with_reward=False)
+        return self._outputs.hand_out(with_reward=False)
 
     def _reset_request(self, tensordict) -> torch.Tensor | None:
         """The per-env reset mask asked for by ``"_reset"`` keys, or None for all envs.
@@ -242,7 +275,7 @@ class WarpEnv(EnvBase):
             return super().maybe_reset(tensordict)
         self._masks["reset"].copy_(done.reshape(self.num_envs))
         self._launch("reset")
-        tensordict.update(self._outputs.snapshot(with_reward=False))
+        tensordict.update(self._outputs.hand_out(with_reward=False))
         return tensordict
 
     # ----- fast paths through TorchRL's step ----------------------------------------------
@@ -308,9 +341,9 @@ class WarpEnv(EnvBase):
         ):
             return super().step_and_maybe_reset(tensordict)
         self._set_next(tensordict, self._step(tensordict))
-        self._masks["reset"].copy_(self.state["done"])
-        self._launch("reset")
-        root = self._outputs.snapshot(with_reward=False)
+        self._masks["reset"].copy_(self._outputs.view("done"))
+        self._launch("reset")  # into a copy of the outputs just handed out (the one copy)
+        root = self._outputs.hand_out(with_reward=False)
         self._carry_other_entries(tensordict, root)
         return tensordict, root
 

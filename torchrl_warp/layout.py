@@ -73,6 +73,12 @@ class Layout:
             ``agent_done``, ``agent_terminated``, ``agent_truncated``.
         constants: extra kernel arguments: Python scalars, or tensors that are
             moved to the env's device once (lookup tables).
+        outputs_from_state: the step kernel writes every output (observation, reward,
+            done flags) of every env it steps, from state fields alone: it never reads
+            an output of the previous step. The env then lets a step write into an
+            uninitialised buffer instead of a copy of the last outputs (one copy less
+            per step; see :mod:`torchrl_warp.outputs`). Leave it False when a phase
+            reads its own outputs (CartPole keeps its state in the observation).
     """
 
     groups: dict[str, int] | None
@@ -83,6 +89,7 @@ class Layout:
     step: tuple
     agent_done: bool = False
     constants: dict = field(default_factory=dict)
+    outputs_from_state: bool = False
 
     @property
     def num_agents(self) -> int:

@@ -1,6 +1,6 @@
-"""Where an environment's outputs live, and how one step's outputs are taken.
+"""Where an environment's outputs live, and how a launch's outputs are handed out.
 
-Every output of a step sits in one of two buffers of the state:
+Every output of a launch sits in one device buffer (one allocation) of two parts:
 
 * ``floats`` ``[num_envs, num_agents, D + 1]``: each agent's observation (``D``
   floats, flattened) followed by its reward;
@@ -9,9 +9,14 @@ Every output of a step sits in one of two buffers of the state:
   agent's ``done``, ``terminated`` and ``truncated``.
 
 The state fields (``observation``, ``reward``, ``done``, ``agent_done``, ...) are
-views into them, so the kernels write the outputs in place, and a snapshot of
-all outputs (which rollouts keep a reference to, so it must be a fresh copy)
-is two clones plus views of the clones, instead of one clone per key.
+views into it, so the kernels write the outputs in place. Rollouts and collectors
+keep references to what a step returns, so the env never writes a buffer again once
+it has handed it out (:meth:`Outputs.hand_out`: views of the buffer, in a TensorDict).
+Before the next launch, :meth:`Outputs.prepare` moves the env to a new buffer: a copy
+of the last one, or, when the launch writes every output itself (a full step of an
+env whose layout says ``outputs_from_state``), an uninitialised one, which costs no
+copy at all. So a step hands out its outputs without copying them, and
+``step_and_maybe_reset`` copies once (before the masked reset), not twice.
 
 Examples:
     >>> from torchrl.data import Categorical
@@ -20,9 +25,11 @@ Examples:
     >>> out = Outputs(layout, num_envs=8, device="cpu")
     >>> out.fields["observation"].shape, out.fields["agent_done"].shape
     (torch.Size([8, 5, 4]), torch.Size([8, 5]))
-    >>> td = out.snapshot(with_reward=True)
+    >>> td = out.hand_out(with_reward=True)
     >>> td["b", "reward"].shape, td["b", "done"].shape, td["done"].shape
     (torch.Size([8, 3, 1]), torch.Size([8, 3, 1]), torch.Size([8, 1]))
+    >>> out.prepare(copy=True)  # the next launch writes into a copy: td stays as it is
+    True
 """
 from __future__ import annotations
 
@@ -35,12 +42,13 @@ from torchrl_warp.layout import DONE_KEYS, Layout
 
 __all__ = ["Outputs", "OUTPUT_FIELDS"]
 
-#: state fields that live in the output buffers
+#: state fields that live in the output buffer
 OUTPUT_FIELDS = ("observation", "reward") + DONE_KEYS + tuple(f"agent_{k}" for k in DONE_KEYS)
+_ALIGN = 16
 
 
 class Outputs:
-    """The two output buffers of an environment, their state views and snapshots.
+    """The output buffer of an environment, its state views, and hand-outs.
 
     Args:
         layout: the environment's declaration (groups, observation shape, agent_done).
@@ -48,27 +56,40 @@ class Outputs:
         device: where the buffers live.
     """
 
+    #: how :meth:`prepare` allocates a buffer it need not copy into (tests fill it with garbage)
+    fresh = staticmethod(torch.empty_like)
+
     def __init__(self, layout: Layout, num_envs: int, device):
         E, N = num_envs, layout.num_agents
         obs_shape = tuple(layout.observation_shape)
         D = math.prod(obs_shape)
         per_agent_flags = 3 * N if layout.agent_done else 0
-        self.floats = torch.zeros(E, N, D + 1, dtype=torch.float32, device=device)
-        self.flags = torch.zeros(E, 3 + per_agent_flags, dtype=torch.bool, device=device)
+        floats_shape, flags_shape = (E, N, D + 1), (E, 3 + per_agent_flags)
+        floats_bytes = math.prod(floats_shape) * 4
+        flags_offset = -(-floats_bytes // _ALIGN) * _ALIGN
+        nbytes = -(-(flags_offset + math.prod(flags_shape)) // _ALIGN) * _ALIGN
         self.num_envs, self.device = num_envs, torch.device(device)
+        #: the buffer the env was built with: kernels address the current one relative to it
+        self.base = torch.zeros(nbytes, dtype=torch.uint8, device=device)
+        self.buffer = self.base
+        #: counts the buffers the env has written to (a new one after each hand-out)
+        self.generation = 0
+        self._handed_out = False
 
+        # every output as (part, shape, stride, offset) of the buffer seen as float32 (part 0)
+        # or as bool (part 1): a view of any buffer of this layout is one as_strided
+        floats = self.base.view(torch.float32)[: math.prod(floats_shape)].view(floats_shape)
+        flags = self.base.view(torch.bool)[flags_offset: flags_offset + math.prod(flags_shape)].view(flags_shape)
         fields = {
-            "observation": self.floats[:, :, :D].unflatten(-1, obs_shape) if obs_shape else self.floats[:, :, 0],
-            "reward": self.floats[:, :, D],
+            "observation": floats[:, :, :D].unflatten(-1, obs_shape) if obs_shape else floats[:, :, 0],
+            "reward": floats[:, :, D],
         }
         for i, k in enumerate(DONE_KEYS):
-            fields[k] = self.flags[:, i]
+            fields[k] = flags[:, i]
             if layout.agent_done:
-                fields[f"agent_{k}"] = self.flags[:, 3 + i * N: 3 + (i + 1) * N]
-        #: state field name -> view of a buffer (what the kernels write)
-        self.fields = fields
+                fields[f"agent_{k}"] = flags[:, 3 + i * N: 3 + (i + 1) * N]
+        self._fields = {name: self._geometry(view) for name, view in fields.items()}
 
-        # (group or None, key, view) of each output; a snapshot rebuilds the views on clones
         entries = [(None, k, fields[k].unsqueeze(-1)) for k in DONE_KEYS]
         rewards = []
         for group, sl in layout.group_slices().items():
@@ -80,27 +101,59 @@ class Outputs:
             rewards.append((group, "reward", fields["reward"][:, sl].unsqueeze(-1)))
             if layout.agent_done:
                 entries += [(group, k, fields[f"agent_{k}"][:, sl].unsqueeze(-1)) for k in DONE_KEYS]
-        self._entries = [self._geometry(e) for e in entries]
-        self._entries_with_reward = self._entries + [self._geometry(e) for e in rewards]
+        self._entries = [(g, k, self._geometry(v)) for g, k, v in entries]
+        self._entries_with_reward = self._entries + [(g, k, self._geometry(v)) for g, k, v in rewards]
         self._groups = {g: (E, sl.stop - sl.start) for g, sl in layout.group_slices().items() if g is not None}
 
-    def _geometry(self, entry):
-        group, key, view = entry
-        source = 0 if view.dtype == torch.float32 else 1
-        return group, key, source, tuple(view.shape), view.stride(), view.storage_offset()
+    @staticmethod
+    def _geometry(view: torch.Tensor) -> tuple:
+        part = 0 if view.dtype == torch.float32 else 1
+        return part, tuple(view.shape), view.stride(), view.storage_offset()
 
-    def snapshot(self, with_reward: bool) -> TensorDict:
-        """A fresh TensorDict of every output (``with_reward``: rewards too), as a step returns it.
+    def _parts(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.buffer.view(torch.float32), self.buffer.view(torch.bool)
+
+    def view(self, name: str) -> torch.Tensor:
+        """The state field ``name`` (``"observation"``, ``"done"``...) in the current buffer."""
+        part, shape, stride, offset = self._fields[name]
+        return self._parts()[part].as_strided(shape, stride, offset)
+
+    @property
+    def fields(self) -> dict[str, torch.Tensor]:
+        """State field name -> its view of the current buffer (what the kernels write)."""
+        parts = self._parts()
+        return {name: parts[p].as_strided(shape, stride, offset)
+                for name, (p, shape, stride, offset) in self._fields.items()}
+
+    @property
+    def shift(self) -> int:
+        """Bytes from the base buffer to the current one (what the CUDA kernels add)."""
+        return self.buffer.data_ptr() - self.base.data_ptr()
+
+    def prepare(self, copy: bool) -> bool:
+        """Before a launch: if the current buffer was handed out, move to a new one (a copy
+        of it if ``copy``, else uninitialised) and return True (the views changed)."""
+        if not self._handed_out:
+            return False
+        self.buffer = self.buffer.clone() if copy else self.fresh(self.buffer)
+        self.generation += 1
+        self._handed_out = False
+        return True
+
+    def hand_out(self, with_reward: bool) -> TensorDict:
+        """Every output (``with_reward``: rewards too) as views of the current buffer, which
+        the env will not write again, in a TensorDict as a step returns it.
 
         Built with ``TensorDict._new_unsafe``: shapes, dtypes and device are the specs'
         by construction, and skipping per-key validation is several times cheaper.
         """
-        buffers = (self.floats.clone(), self.flags.clone())
+        self._handed_out = True
+        parts = self._parts()
         root = {}
         groups = {g: {} for g in self._groups}
         entries = self._entries_with_reward if with_reward else self._entries
-        for group, key, source, shape, stride, offset in entries:
-            value = buffers[source].as_strided(shape, stride, offset)
+        for group, key, (part, shape, stride, offset) in entries:
+            value = parts[part].as_strided(shape, stride, offset)
             (root if group is None else groups[group])[key] = value
         for group, entries_of_group in groups.items():
             root[group] = TensorDict._new_unsafe(entries_of_group, batch_size=self._groups[group], device=self.device)

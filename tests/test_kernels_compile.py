@@ -1,0 +1,33 @@
+"""The environments' CUDA kernels compile for the GPU without one (PTX for sm_90).
+
+CI has no GPU: the CPU backend and the simulator run the phases, but not Numba's CUDA
+typing and lowering, where some errors only show (say, a device function returning an
+array it was not given). Compiling each kernel to PTX catches those here. Needs
+numba-cuda's compiler libraries (``pip install numba-cuda[cu13]``), else skipped.
+"""
+import re
+
+import pytest
+
+from test_atomics import compile_ptx, needs_nvvm
+from torchrl_warp.envs import CartPoleEnv, TagEnv
+
+TAG = dict(num_taggers=2, num_runners=6)
+
+
+@needs_nvvm
+@pytest.mark.parametrize("make", [
+    lambda: CartPoleEnv(num_envs=2),
+    lambda: TagEnv(num_envs=2, num_other_agents_observed=2, neighbor_search="scan", **TAG),
+    lambda: TagEnv(num_envs=2, num_other_agents_observed=3, neighbor_search="grid", egocentric_observation=True,
+                   **TAG),
+    lambda: TagEnv(num_envs=2, use_full_observation=True, **TAG),
+], ids=["cartpole", "tag-scan", "tag-grid-egocentric", "tag-full"])
+def test_step_and_reset_kernels_compile_to_ptx(make, monkeypatch):
+    env = make()
+    for kind, spec in env._kernels.items():
+        ptx = compile_ptx(spec, env._args[kind], monkeypatch)
+        assert f"warp_{kind}_cuda" in ptx
+        assert spec.rebased and "output_shift" in spec.arguments  # the outputs follow the current buffer
+        if kind == "reset":  # the driver clears the done flags through the moved arrays: stores kept
+            assert re.search(r"st(\.global)?\.u8", ptx)

@@ -7,14 +7,19 @@ back for each agent, without one:
 * step (``neighbor_search="grid"``): (``clear_counts``, ``move``), ``detect_tags``
   (runners find their nearest tagger, which counts them), (``score_tags``: taggers score, tagged runners leave
   the game; ``count_cells``), ``sum_rows``, ``start_cells`` (and the runners left),
-  (``fill_cells``, ``end_of_step``: one lane per env sets the done flags,
-  ``retire_agent``: agents out of the game), ``observe_nearest``;
+  (``fill_cells``, ``end_of_step``: one lane per env sets the env's done flags,
+  ``agent_flags``: each agent's, ``retire_agent``: zeros for agents out of the game),
+  ``observe_nearest``;
 * reset: ``clear_counts``, (``reset_agent``, ``count_cells``), then as a step.
 * with ``neighbor_search="scan"`` (no grid): (``clear_counts``, ``move``),
-  ``detect_tags``, (``score_tags``, ``publish_position``, ``count_runner``,
-  ``retire_agent``), (``end_of_step``, ``observe_scan``: each agent scans every other);
-* with ``use_full_observation`` (no grid): the runners count themselves
-  (``count_runner``) and ``observe`` lists every other agent.
+  (``detect_tags``, ``count_runner``: the runners that stay in the game count themselves),
+  (``score_tags``, ``publish_position``, ``end_of_step``, ``agent_flags``, ``retire_agent``),
+  ``observe_scan`` (each agent scans every other);
+* with ``use_full_observation`` (no grid): as the scan, without ``publish_position``, and
+  ``observe`` lists every other agent.
+
+The done flags are written a phase before the observation, so that the observe phase
+(the step's longest) keeps nothing of them in registers.
 
 Counts that many agents add to (tags per tagger, agents per cell, runners left
 without the grid) use ``atomic_add`` on integers, zeroed by ``clear_counts``; every

@@ -35,6 +35,7 @@ Examples:
 """
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import dataclass
 
@@ -95,7 +96,7 @@ class KernelSpec:
         """The phase functions in call order (fused tuples flattened); ``phase_<i>`` in the drivers."""
         return phase_functions(self.phases)
 
-    @property
+    @functools.cached_property
     def arguments(self) -> tuple[str, ...]:
         """Kernel arguments after the launch layout, in a fixed order."""
         names = list(_FIXED)

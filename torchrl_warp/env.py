@@ -202,7 +202,9 @@ class WarpEnv(EnvBase):
         fields = self._outputs.fields
         for name in self._kernels["step"].outputs:
             self._views[name] = self._backend.view(fields[name])
-        self._args = {kind: self._kernel_args(spec) for kind, spec in self._kernels.items()}
+        for kind, spec in self._kernels.items():  # swap the output views into the arguments
+            self._args[kind] = tuple(self._views[name] if name in spec.outputs else arg
+                                     for name, arg in zip(spec.arguments, self._args[kind]))
 
     def _set_seed(self, seed: int | None) -> None:
         if seed is None:

@@ -87,7 +87,7 @@ from torchrl_warp.scratch import scratch_row
 from torchrl_warp.cuda.rng import randint, uniform
 
 __all__ = ["reset_agent", "move", "detect_tags", "score_tags", "count_runner",
-           "end_of_step", "retire_agent", "clear_counts", "count_cells", "sum_rows", "start_cells", "fill_cells",
+           "end_of_step", "agent_flags", "retire_agent", "clear_counts", "count_cells", "sum_rows", "start_cells", "fill_cells",
            "observe_nearest", "observe", "publish_position", "observe_scan", "cells_per_side", "observation_size",
            "OWN_FEATURES", "NEIGHBOR_FEATURES", "EGO_OWN_FEATURES", "EGO_NEIGHBOR_FEATURES"]
 

@@ -123,8 +123,7 @@ def phase_seconds(env, steps: int = 20, repeats: int = 3) -> list[tuple[str, flo
     env.reset()  # time a state in play: over agents out of the game a kernel does little
     for key, view in env._actions.items():
         view.copy_(env.full_action_spec[key].rand())
-    if env._outputs.prepare(copy=True):  # write to a buffer of the env's own, not one handed out
-        env._follow_outputs()
+    env._own_outputs(copy=True)  # write to a buffer of the env's own, not one handed out
     saved = env.state.clone()
     rows = []
     outputs = env._kernels["step"].outputs

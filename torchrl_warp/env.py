@@ -180,8 +180,7 @@ class WarpEnv(EnvBase):
         ``done``...) as views of the output buffer the env writes now (:mod:`~torchrl_warp.outputs`)."""
         if self._state_generation != self._outputs.generation:
             for name, view in self._outputs.fields.items():
-                if name in self._state._tensordict:
-                    self._state._set_str(name, view, validated=True, inplace=False)
+                self._state._set_str(name, view, validated=True, inplace=False)
             self._state_generation = self._outputs.generation
         return self._state
 
@@ -189,13 +188,15 @@ class WarpEnv(EnvBase):
         """Run the ``kind`` kernel. Its outputs go to the current output buffer, or, if that
         was handed out, to a new one: a copy of it (``copy_outputs``), or an uninitialised
         one when the launch writes every output itself."""
-        if self._outputs.prepare(copy_outputs):
-            self._follow_outputs()
+        self._own_outputs(copy_outputs)
         self._backend.launch(self._compiled[kind], self.num_envs, self.num_agents, self._args[kind], key=kind)
 
-    def _follow_outputs(self) -> None:
-        """Point the kernels at the current output buffer: on CUDA a new ``output_shift``
-        (the arguments, and the graphs captured with them, stay), elsewhere new views."""
+    def _own_outputs(self, copy: bool) -> None:
+        """Make the env's output buffer one it has not handed out (:meth:`Outputs.prepare`)
+        and point the kernels at it: on CUDA a new ``output_shift`` (the arguments, and
+        the graphs captured with them, stay), elsewhere new views."""
+        if not self._outputs.prepare(copy):
+            return
         if self._backend.moves_outputs:
             self._output_shift.fill_(self._outputs.shift)
             return

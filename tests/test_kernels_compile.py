@@ -31,3 +31,13 @@ def test_step_and_reset_kernels_compile_to_ptx(make, monkeypatch):
         assert spec.rebased and "output_shift" in spec.arguments  # the outputs follow the current buffer
         if kind == "reset":  # the driver clears the done flags through the moved arrays: stores kept
             assert re.search(r"st(\.global)?\.u8", ptx)
+
+
+@needs_nvvm
+def test_driver_indices_need_no_division_per_phase(monkeypatch):
+    """The CUDA driver strides over agents without ``range()``'s run-time division (a 64-bit
+    division is a subroutine on the GPU): CartPole's kernels divide nowhere."""
+    env = CartPoleEnv(num_envs=2)
+    for kind, spec in env._kernels.items():
+        ptx = compile_ptx(spec, env._args[kind], monkeypatch)
+        assert not re.search(r"\b(div|rem)\.s64\b", ptx), kind

@@ -47,7 +47,8 @@ _LEADING = ("env", "agent")
 #: names the generated drivers use themselves: no field, parameter or constant may take them
 DRIVER_NAMES = frozenset(
     ("env", "agent", "tid", "lane", "live", "num_envs", "num_agents", "threads_per_env",
-     "envs_per_block", "step_mask", "reset_mask", "seed", "cuda", "prange", "rebase", "output_shift")
+     "envs_per_block", "step_mask", "reset_mask", "seed", "cuda", "prange", "rebase", "output_shift",
+     "lanes", "agents", "index", "uint32", "int64")
 )
 # every kernel takes these: the drivers update the counters and clear the flags
 _FIXED = ("seed", "step_count", "episode", "done", "terminated", "truncated")
@@ -147,11 +148,18 @@ class KernelSpec:
             ("num_envs", "num_agents", "threads_per_env", "envs_per_block") + self.arguments
         )
         live = "env < num_envs"
+        # 32-bit index arithmetic, no division per phase (threads_per_env is a power of two),
+        # and env and agent zero-extended from 32 bits: the compiler then knows they are not
+        # negative and drops Numba's negative-index wrap-around from every array access
         lines = [
+            "from numba import int64, uint32",
+            "",
             f"def warp_{self.kind}_cuda({args}):",
-            "    tid = cuda.threadIdx.x",
-            "    env = cuda.blockIdx.x * envs_per_block + tid // threads_per_env",
-            "    lane = tid % threads_per_env",
+            "    tid = uint32(cuda.threadIdx.x)",
+            "    lanes = uint32(threads_per_env)",
+            "    env = int64(uint32(cuda.blockIdx.x * envs_per_block + int64(tid // lanes)))",
+            "    lane = uint32(tid & (lanes - uint32(1)))",
+            "    agents = uint32(num_agents)",
             f"    live = {live}",
         ]
         if self.rebased:
@@ -164,9 +172,12 @@ class KernelSpec:
             lines += [
                 "    cuda.syncthreads()",
                 "    if live:",
-                "        for agent in range(lane, num_agents, threads_per_env):",
+                "        index = lane",
+                "        while index < agents:",
+                "            agent = int64(index)",
             ]
             lines += [f"            {call}" for call in group]
+            lines.append("            index = uint32(index + lanes)")
         return "\n".join(lines) + "\n"
 
     def cpu_source(self) -> str:

@@ -89,7 +89,7 @@ from torchrl_warp.cuda.rng import randint, uniform
 __all__ = ["reset_agent", "move", "detect_tags", "score_tags", "count_runner",
            "end_of_step", "agent_flags", "retire_agent", "clear_counts", "count_cells", "sum_rows", "start_cells", "fill_cells",
            "observe_nearest", "observe", "publish_position", "observe_scan", "cells_per_side", "observation_size",
-           "OWN_FEATURES", "NEIGHBOR_FEATURES", "EGO_OWN_FEATURES", "EGO_NEIGHBOR_FEATURES"]
+           "observation_scales", "OWN_FEATURES", "NEIGHBOR_FEATURES", "EGO_OWN_FEATURES", "EGO_NEIGHBOR_FEATURES"]
 
 OWN_FEATURES = 6
 NEIGHBOR_FEATURES = 7
@@ -290,8 +290,10 @@ def clear_counts(env, agent, num_agents, tag_count, runners_left, cell_count):
     tag_count[env, agent] = 0
     if agent == 0:
         runners_left[env] = 0
-    for c in range(agent, cell_count.shape[1], num_agents):
+    c = agent  # a while loop: range() with a step known only at run time divides on the GPU
+    while c < cell_count.shape[1]:
         cell_count[env, c] = 0
+        c += num_agents
 
 
 @numba.njit
@@ -306,14 +308,14 @@ def _cell_coordinate(v, cells_per_unit, g):
 
 
 @numba.njit
-def count_cells(env, agent, pos, in_game, cell_count, agent_cell, agent_slot, cells_per_side, grid_length):
+def count_cells(env, agent, pos, in_game, cell_count, agent_cell, agent_slot, cells_per_side, cells_per_unit):
     """Bin an agent in the game into its cell and take a slot there (``-1``: out of the game)."""
     if not in_game[env, agent]:
         agent_cell[env, agent] = -1
         return
     g = cells_per_side
-    per_unit = g / grid_length
-    c = _cell_coordinate(pos[env, agent, 1], per_unit, g) * g + _cell_coordinate(pos[env, agent, 0], per_unit, g)
+    c = (_cell_coordinate(pos[env, agent, 1], cells_per_unit, g) * g
+         + _cell_coordinate(pos[env, agent, 0], cells_per_unit, g))
     agent_cell[env, agent] = c
     agent_slot[env, agent] = atomic_add(cell_count, (env, c), 1)
 
@@ -322,11 +324,13 @@ def count_cells(env, agent, pos, in_game, cell_count, agent_cell, agent_slot, ce
 def sum_rows(env, agent, num_agents, cell_count, row_count, cells_per_side):
     """Agents in each row of cells (lanes stride over rows)."""
     g = cells_per_side
-    for row in range(agent, g, num_agents):
+    row = agent
+    while row < g:
         total = 0
         for c in range(row * g, row * g + g):
             total += cell_count[env, c]
         row_count[env, row] = total
+        row += num_agents
 
 
 @numba.njit
@@ -335,7 +339,8 @@ def start_cells(env, agent, num_agents, cell_count, row_count, cell_start, runne
     ``cell_agent``; ``cell_start[G * G]`` is the number of agents in the game, and the
     runners left are that minus the taggers (taggers never leave the game)."""
     g = cells_per_side
-    for row in range(agent, g, num_agents):
+    row = agent
+    while row < g:
         offset = 0
         for r in range(row):
             offset += row_count[env, r]
@@ -345,6 +350,7 @@ def start_cells(env, agent, num_agents, cell_count, row_count, cell_start, runne
         if row == g - 1:
             cell_start[env, g * g] = offset
             runners_left[env] = offset - num_taggers
+        row += num_agents
 
 
 @numba.njit
@@ -437,7 +443,7 @@ def _scan_block(cell_agent, cell_x, cell_y, cell_start, dist, index, env, agent,
 
 @numba.njit
 def _find_neighbors(env, agent, x, y, neighbor_distance, neighbor_index, agent_cell, cell_start, cell_agent,
-                    cell_x, cell_y, grid_length, cells_per_side):
+                    cell_x, cell_y, grid_length, cells_per_side, cell_size):
     """The k nearest other agents in the game of ``agent`` (in the game, at ``x, y``;
     ``k = neighbor_index.shape[2]``), ordered by ``(distance^2, index)``, into
     ``neighbor_index`` (``-1`` in slots beyond the agents found).
@@ -452,7 +458,7 @@ def _find_neighbors(env, agent, x, y, neighbor_distance, neighbor_index, agent_c
     dist = scratch_row(neighbor_distance, env, agent)
     index = scratch_row(neighbor_index, env, agent)
     g = cells_per_side
-    size = grid_length / g
+    size = cell_size
     margin = 1e-9 * grid_length  # >> the rounding of binning and of the bounds below
     others = cell_start[env, g * g] - 1  # agents in the game besides this one
     c = agent_cell[env, agent]
@@ -595,7 +601,7 @@ def _scan_k(env, agent, x, y, scan_x, scan_y, n, dist, index, slots):
 @numba.njit
 def observe_scan(
     env, agent, num_agents, step_count, pos, direction, speed, acceleration, in_game, observation,
-    neighbor_distance, neighbor_index, scan_x, scan_y, num_taggers, grid_length, max_speed, episode_length,
+    neighbor_distance, neighbor_index, scan_x, scan_y, num_taggers, grid_length, observation_scales,
     egocentric_observation,
 ):
     """Find the k nearest of an agent in the game by scanning every agent, and write its
@@ -621,7 +627,7 @@ def observe_scan(
         for slot in range(slots):
             neighbor_index[env, agent, slot] = index[slot] if slot < filled else -1
     c, s = _heading(env, agent, direction, egocentric_observation)
-    scales = _observation_scales(grid_length, max_speed, episode_length)
+    scales = observation_scales
     _observe_own(env, agent, step_count, pos, direction, speed, acceleration, observation, num_taggers, grid_length,
                  scales, egocentric_observation, c, s)
     for slot in range(slots):
@@ -629,11 +635,13 @@ def observe_scan(
                        acceleration, in_game, num_taggers, scales, egocentric_observation, c, s)
 
 
-@numba.njit
-def _observation_scales(grid_length, max_speed, episode_length):
-    """``(1 / grid_length, 1 / max_speed, 1 / episode_length)``: the observation multiplies by
-    these (three divisions per agent instead of one per feature: a float64 division is a
-    subroutine on the GPU)."""
+def observation_scales(grid_length: float, max_speed: float, episode_length: int) -> tuple:
+    """``(1 / grid_length, 1 / max_speed, 1 / episode_length)``, computed once on the host: the
+    observe phases multiply by these (a float64 division is a subroutine on the GPU).
+
+    >>> observation_scales(20.0, 1.0, 500)
+    (0.05, 1.0, 0.002)
+    """
     return 1.0 / grid_length, 1.0 / max_speed, 1.0 / episode_length
 
 
@@ -651,7 +659,7 @@ def _heading(env, agent, direction, egocentric):
 def _observe_own(env, agent, step_count, pos, direction, speed, acceleration, observation, num_taggers,
                  grid_length, scales, egocentric, c, s):
     """The agent's own features and the time step (layout in the module docstring);
-    ``scales``: :func:`_observation_scales`; ``c, s``: :func:`_heading`."""
+    ``scales``: :func:`observation_scales`; ``c, s``: :func:`_heading`."""
     length_scale, speed_scale, time_scale = scales
     observation[env, agent, 0] = pos[env, agent, 0] * length_scale
     observation[env, agent, 1] = pos[env, agent, 1] * length_scale
@@ -676,7 +684,7 @@ def _observe_own(env, agent, step_count, pos, direction, speed, acceleration, ob
 def _observe_other(observation, env, agent, slot, o, pos, direction, speed, acceleration, in_game, num_taggers,
                    scales, egocentric, c, s):
     """Agent ``o`` in the agent's ``slot`` of other agents (zeros if ``o < 0`` or out of the
-    game); ``scales``: :func:`_observation_scales`; ``c, s``: :func:`_heading` of the agent."""
+    game); ``scales``: :func:`observation_scales`; ``c, s``: :func:`_heading` of the agent."""
     own, per = (EGO_OWN_FEATURES, EGO_NEIGHBOR_FEATURES) if egocentric else (OWN_FEATURES, NEIGHBOR_FEATURES)
     base = own + per * slot
     if o < 0 or not in_game[env, o]:
@@ -717,8 +725,8 @@ def _observe_other(observation, env, agent, slot, o, pos, direction, speed, acce
 @numba.njit
 def observe_nearest(
     env, agent, step_count, pos, direction, speed, acceleration, in_game, observation, neighbor_distance,
-    neighbor_index, agent_cell, cell_start, cell_agent, cell_x, cell_y, num_taggers, grid_length, max_speed,
-    episode_length, cells_per_side, egocentric_observation,
+    neighbor_index, agent_cell, cell_start, cell_agent, cell_x, cell_y, num_taggers, grid_length, observation_scales,
+    cells_per_side, cell_size, egocentric_observation,
 ):
     """Find the k nearest of an agent in the game and write its observation.
 
@@ -733,9 +741,9 @@ def observe_nearest(
         return
     me = cell_agent[env, agent]
     _find_neighbors(env, me, cell_x[env, agent], cell_y[env, agent], neighbor_distance, neighbor_index, agent_cell,
-                    cell_start, cell_agent, cell_x, cell_y, grid_length, g)
+                    cell_start, cell_agent, cell_x, cell_y, grid_length, g, cell_size)
     c, s = _heading(env, me, direction, egocentric_observation)
-    scales = _observation_scales(grid_length, max_speed, episode_length)
+    scales = observation_scales
     _observe_own(env, me, step_count, pos, direction, speed, acceleration, observation, num_taggers, grid_length,
                  scales, egocentric_observation, c, s)
     for slot in range(neighbor_index.shape[2]):
@@ -746,14 +754,14 @@ def observe_nearest(
 @numba.njit
 def observe(
     env, agent, step_count, pos, direction, speed, acceleration, in_game, observation, num_taggers, grid_length,
-    max_speed, episode_length, egocentric_observation,
+    observation_scales, egocentric_observation,
 ):
     """The full observation (``use_full_observation``) of an agent in the game: own features
     and every other agent in index order (zeros for those out of the game)."""
     if not in_game[env, agent]:
         return
     c, s = _heading(env, agent, direction, egocentric_observation)
-    scales = _observation_scales(grid_length, max_speed, episode_length)
+    scales = observation_scales
     _observe_own(env, agent, step_count, pos, direction, speed, acceleration, observation, num_taggers,
                  grid_length, scales, egocentric_observation, c, s)
     for slot in range(in_game.shape[1] - 1):

@@ -203,6 +203,10 @@ class TagEnv(WarpEnv):
                 "turn_actions": action_table(p.max_turn, p.num_turn_levels),
                 "tag_radius": p.tagging_distance * p.grid_length,
                 "cells_per_side": g,
+                # the grid's cell geometry, divided once here (the kernels multiply)
+                "cells_per_unit": g / p.grid_length,
+                "cell_size": p.grid_length / g,
+                "observation_scales": kernels.observation_scales(p.grid_length, p.max_speed, p.episode_length),
             },
         )
 

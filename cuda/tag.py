@@ -32,14 +32,14 @@ a slot in its cell with ``atomic_add``; ``sum_rows`` and ``start_cells`` turn th
 counts into an exclusive scan (``cell_start``, one lane per row of cells, O(G)
 each); ``fill_cells`` writes every agent and its position at ``cell_start[cell] +
 slot`` (``cell_agent``, ``cell_x``, ``cell_y``: the agents sorted by cell and their
-positions, in float64 so that the search converts nothing); the runners left are
+positions); the runners left are
 the agents in the game minus the taggers, who never leave it.
 ``observe_nearest`` runs over that sorted list (so that a warp's lanes search
 neighbouring cells); for each agent it searches the 3 x 3 cells around the agent's
 own (one loop over their three rows' ranges), then rings of cells further out, and
 stops when it holds k candidates whose k-th distance is below what any agent outside
 the searched square can have (the distance from the agent to the nearest side of the
-square with cells behind it, minus a margin for rounding), or when it has seen every
+square with cells behind it, less margins for rounding), or when it has seen every
 agent in the game. Candidates are ranked by ``(distance^2, index)``, so the order in
 which slots were taken (which varies on the GPU) does not change the result: it is
 exactly the brute-force one. The sorted list of the best k so far lives in a
@@ -73,16 +73,19 @@ An agent out of the game sees zeros.
 
 Arithmetic runs in float64 on float32 state (cos/sin too), so that the GPU and the
 CPU round to the same float32 values and trajectories agree across backends
-(tests/test_gpu.py: 100-step rollouts within 1e-5). Not bit for bit in every case: the
-GPU compiler fuses ``a * b + c`` into one rounding (fma) where the CPU rounds twice, so
-two neighbour distances that tie to the last float64 bit may rank differently.
-Distances are float64 from float32 positions.
+(tests/test_gpu.py: 100-step rollouts within 1e-5). The neighbour searches rank by
+squared distances in float32 (half the registers and instructions per candidate of
+float64, the searches' inner loop), with each product rounded on its own
+(:func:`~torchrl_warp.rounding.mul_rn`: the GPU compiler would otherwise fuse
+``dx * dx + dy * dy`` into one rounding where the CPU rounds twice), so every backend
+and every search ranks the same neighbours, bit for bit.
 """
 import math
 
 import numba
 
 from torchrl_warp.atomics import atomic_add, atomic_count
+from torchrl_warp.rounding import mul_rn
 from torchrl_warp.scratch import scratch_row
 from torchrl_warp.cuda.rng import randint, uniform
 
@@ -361,8 +364,24 @@ def fill_cells(env, agent, pos, agent_cell, agent_slot, cell_start, cell_agent, 
         return
     i = cell_start[env, c] + agent_slot[env, agent]
     cell_agent[env, i] = agent
-    cell_x[env, i] = pos[env, agent, 0]
+    cell_x[env, i] = pos[env, agent, 0]  # float32, as the distances
     cell_y[env, i] = pos[env, agent, 1]
+
+
+#: the grid's search stops once the k-th squared distance is below the nearest unsearched
+#: side's squared distance times this: float32 rounding (a few units of 2^-24 of each squared
+#: distance) cannot then let an agent beyond that side rank ahead
+_FLOAT32_SAFETY = 1.0 - 2.0**-18
+
+
+@numba.njit
+def _distance2(bx, by, x, y):
+    """Squared distance from ``(x, y)`` to ``(bx, by)``, all float32, the products rounded on
+    their own (:func:`~torchrl_warp.rounding.mul_rn`): the same bits on every backend, so
+    that every search and backend ranks neighbours alike."""
+    dx = bx - x
+    dy = by - y
+    return mul_rn(dx, dx) + mul_rn(dy, dy)
 
 
 @numba.njit
@@ -394,9 +413,7 @@ def _offer(cell_agent, cell_x, cell_y, dist, index, env, agent, i, x, y, slots, 
     o = cell_agent[env, u]
     if o == agent:
         return filled, worst_d2, worst
-    dx = cell_x[env, u] - x
-    dy = cell_y[env, u] - y
-    d2 = dx * dx + dy * dy
+    d2 = _distance2(cell_x[env, u], cell_y[env, u], x, y)
     if filled == slots and (d2 > worst_d2 or (d2 == worst_d2 and o > worst)):
         return filled, worst_d2, worst
     return _insert_neighbor(dist, index, slots, filled, d2, o)
@@ -427,7 +444,7 @@ def _scan_block(cell_agent, cell_x, cell_y, cell_start, dist, index, env, agent,
         b2 = cell_start[env, (y0 + 2) * g + x0]
         n2 = cell_start[env, (y0 + 2) * g + x1 + 1] - b2
     filled = 0
-    worst_d2 = numba.float64(0.0)
+    worst_d2 = numba.float32(0.0)
     worst = -1
     for t in range(n0 + n1 + n2):
         if t < n0:
@@ -490,7 +507,7 @@ def _find_neighbors(env, agent, x, y, neighbor_distance, neighbor_index, agent_c
         if y1 < g - 1:
             bound = min(bound, (y1 + 1) * size - y)
         bound -= margin
-        if filled == slots and bound > 0.0 and worst_d2 < bound * bound:
+        if filled == slots and bound > 0.0 and worst_d2 < bound * bound * _FLOAT32_SAFETY:
             break
         r += 1
         x0 = max(cx - r, 0)
@@ -521,8 +538,8 @@ def _find_neighbors(env, agent, x, y, neighbor_distance, neighbor_index, agent_c
 # ---- the scan: every agent against every other, for small envs ----------------------------
 @numba.njit
 def publish_position(env, agent, pos, in_game, scan_x, scan_y):
-    """The agent's position in float64 for :func:`observe_scan` (NaN when out of the game:
-    a NaN distance never ranks)."""
+    """The agent's position for :func:`observe_scan` (NaN when out of the game: a NaN
+    distance never ranks)."""
     if in_game[env, agent]:
         scan_x[env, agent] = pos[env, agent, 0]
         scan_y[env, agent] = pos[env, agent, 1]
@@ -551,18 +568,14 @@ def _scan_range(xs, ys, x, y, begin, end, d0, i0, d1, i1):
     last = numba.int32(end) - 1
     while j < last:
         u = numba.uint32(j)
-        ax = xs[u] - x
-        ay = ys[u] - y
-        bx = xs[u + numba.uint32(1)] - x
-        by = ys[u + numba.uint32(1)] - y
-        d0, i0, d1, i1 = _keep_two(ax * ax + ay * ay, j, d0, i0, d1, i1)
-        d0, i0, d1, i1 = _keep_two(bx * bx + by * by, j + numba.int32(1), d0, i0, d1, i1)
+        a = _distance2(xs[u], ys[u], x, y)
+        b = _distance2(xs[u + numba.uint32(1)], ys[u + numba.uint32(1)], x, y)
+        d0, i0, d1, i1 = _keep_two(a, j, d0, i0, d1, i1)
+        d0, i0, d1, i1 = _keep_two(b, j + numba.int32(1), d0, i0, d1, i1)
         j += numba.int32(2)
     if j == last:
         u = numba.uint32(j)
-        dx = xs[u] - x
-        dy = ys[u] - y
-        d0, i0, d1, i1 = _keep_two(dx * dx + dy * dy, j, d0, i0, d1, i1)
+        d0, i0, d1, i1 = _keep_two(_distance2(xs[u], ys[u], x, y), j, d0, i0, d1, i1)
     return d0, i0, d1, i1
 
 
@@ -572,7 +585,7 @@ def _scan_two(env, agent, x, y, scan_x, scan_y, n):
     before this one, then those after it (no test for itself per candidate)."""
     xs = scan_x[env]
     ys = scan_y[env]
-    d0 = d1 = math.inf
+    d0 = d1 = numba.float32(math.inf)
     i0 = i1 = numba.int32(-1)
     d0, i0, d1, i1 = _scan_range(xs, ys, x, y, 0, agent, d0, i0, d1, i1)
     d0, i0, d1, i1 = _scan_range(xs, ys, x, y, agent + 1, n, d0, i0, d1, i1)
@@ -585,12 +598,10 @@ def _scan_k(env, agent, x, y, scan_x, scan_y, n, dist, index, slots):
     (:func:`_insert_neighbor`, the grid's); return how many were found. Candidates come in
     index order, so one that only ties the last entry never displaces it (strict ``<``)."""
     filled = 0
-    worst = math.inf
+    worst = numba.float32(math.inf)
     for j in range(n):
         u = numba.uint64(j)
-        dx = scan_x[env, u] - x
-        dy = scan_y[env, u] - y
-        d2 = dx * dx + dy * dy
+        d2 = _distance2(scan_x[env, u], scan_y[env, u], x, y)
         if d2 < worst and j != agent:
             filled, last_d2, _ = _insert_neighbor(dist, index, slots, filled, d2, j)
             if filled == slots:

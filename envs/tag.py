@@ -175,21 +175,21 @@ class TagEnv(WarpEnv):
                 Field("tag_count", dtype=torch.int32, **agent),
                 Field("runners_left", dtype=torch.int32),
                 # scratch space of the k-nearest search: the sorted list of each agent
-                Field("neighbor_distance", (0 if full else k,), torch.float64, **agent),
+                Field("neighbor_distance", (0 if full else k,), torch.float32, **agent),
                 Field("neighbor_index", (0 if full else k,), torch.int32, **agent),
-                # the scan's positions in float64 (NaN: out of the game), [E, N] (or [E, 0])
-                Field("scan_x", (scanned,), torch.float64),
-                Field("scan_y", (scanned,), torch.float64),
+                # the scan's positions (NaN: out of the game), [E, N] (or [E, 0])
+                Field("scan_x", (scanned,)),
+                Field("scan_y", (scanned,)),
                 # scratch space of the grid (cuda/tag.py): agents per cell, per row of cells,
                 # where each cell's agents begin in cell_agent (+ the total at the end), the
-                # agents in the game sorted by cell and their positions (float64), each agent's cell
+                # agents in the game sorted by cell and their positions, each agent's cell
                 # (-1: out of the game) and slot in it
                 Field("cell_count", (cells,), torch.int32),
                 Field("row_count", (g if grid else 0,), torch.int32),
                 Field("cell_start", (cells + (1 if grid else 0),), torch.int32),
                 Field("cell_agent", (scratch,), torch.int32),
-                Field("cell_x", (scratch,), torch.float64),
-                Field("cell_y", (scratch,), torch.float64),
+                Field("cell_x", (scratch,)),
+                Field("cell_y", (scratch,)),
                 Field("agent_cell", (scratch,), torch.int32),  # [E, N] (or [E, 0]: same ndim)
                 Field("agent_slot", (scratch,), torch.int32),
             ],

@@ -106,9 +106,9 @@ def reference_observation(s, p):
             others = [b for b in range(N) if b != a]
             if not p.use_full_observation:
                 others = [b for b in others if s["in_game"][e, b]]
-                # float64 from float32 positions, as the kernels; ties: lower index first
-                pos64 = s["pos"][e].astype(np.float64)
-                d2 = [((pos64[b] - pos64[a]) ** 2).sum() for b in others]
+                # float32, each operation rounded on its own, as the kernels; ties: lower index first
+                pos32 = s["pos"][e].astype(np.float32)
+                d2 = [(pos32[b, 0] - pos32[a, 0]) ** 2 + (pos32[b, 1] - pos32[a, 1]) ** 2 for b in others]
                 order = np.argsort(np.asarray(d2), kind="stable")[:k]
                 others = [others[i] for i in order]
             for slot, b in enumerate(others):

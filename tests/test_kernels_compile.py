@@ -34,6 +34,16 @@ def test_step_and_reset_kernels_compile_to_ptx(make, monkeypatch):
 
 
 @needs_nvvm
+@pytest.mark.parametrize("search", ["scan", "grid"])
+def test_tag_distances_are_float32_products_never_fused(search, monkeypatch):
+    """The searches' squared distances: float32 products rounded on their own (``mul.rn``,
+    which ptxas never fuses into an fma), so the GPU ranks neighbours as the CPU does."""
+    env = TagEnv(num_envs=2, num_other_agents_observed=2, neighbor_search=search, **TAG)
+    ptx = compile_ptx(env._kernels["step"], env._args["step"], monkeypatch)
+    assert "mul.rn.f32" in ptx
+
+
+@needs_nvvm
 def test_driver_indices_need_no_division_per_phase(monkeypatch):
     """The CUDA driver strides over agents without ``range()``'s run-time division (a 64-bit
     division is a subroutine on the GPU): CartPole's kernels divide nowhere."""

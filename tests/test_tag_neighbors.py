@@ -3,7 +3,7 @@
 Each test loads positions (agents at rest, tags switched off, so a no-op step keeps
 every agent where it is and in the game it is in), steps once, and compares the
 observation with the numpy reference and the neighbour lists (``neighbor_index``,
-the search's scratch) with a float64 brute force ordered by ``(distance^2, index)``,
+the search's scratch) with a float32 brute force ordered by ``(distance^2, index)``,
 once with each search (``neighbor_search="grid"`` and ``"scan"``).
 """
 import numpy as np
@@ -33,8 +33,9 @@ def make_env(num_envs, taggers, runners, k, **kw):
 
 
 def brute_force(pos, in_game, k):
-    """``[E][A]`` lists of the k nearest agents in the game, by (float64 distance^2, index)."""
-    pos = pos.astype(np.float64)
+    """``[E][A]`` lists of the k nearest agents in the game, by (distance^2, index), the squared
+    distance in float32 with each operation rounded on its own, as the kernels'."""
+    pos = pos.astype(np.float32)
     out = []
     for e in range(pos.shape[0]):
         rows = []
@@ -208,3 +209,17 @@ def test_1000_agents():
     rng = np.random.default_rng(5)
     in_game = rng.random((2, 1000)) > 0.1
     observe(env, rng.uniform(0, env.params.grid_length, (2, 1000, 2)), in_game)
+
+
+def test_distances_tie_in_float32_lower_index_first():
+    """Two candidates at squared distances that differ in float64 (25 and 25 + 1e-8) but
+    round to the same float32: the searches rank in float32, so the lower index wins, on
+    every backend (the products are rounded on their own, never fused)."""
+    env = make_env(2, 1, 9, 1)
+    pos = np.tile([19.0, 19.0], (2, 10, 1)) - np.arange(10)[:, None] * 0.05  # far away, distinct
+    pos[:, 0] = [10.0, 10.0]      # the observer
+    pos[:, 2] = [15.0, 10.0001]   # 5 and 1e-4 away: 25.00000001 in float64, 25 in float32
+    pos[:, 7] = [13.0, 14.0]      # 3 and 4 away: 25 exactly
+    pos[1, [2, 7]] = pos[1, [7, 2]]  # env 1: the exact one has the lower index
+    observe(env, pos)
+    assert env.state["neighbor_index"][:, 0, 0].tolist() == [2, 2]

@@ -563,32 +563,54 @@ def _keep_two(d2, j, d0, i0, d1, i1):
 @numba.njit
 def _scan_range(xs, ys, x, y, begin, end, d0, i0, d1, i1):
     """Offer agents ``begin..end-1`` (in index order, two per iteration: two independent
-    chains of loads and arithmetic) to the two nearest ``(d0, i0), (d1, i1)``; indices int32."""
-    j = numba.int32(begin)
-    last = numba.int32(end) - 1
-    while j < last:
-        u = numba.uint32(j)
+    chains of loads and arithmetic) to the two nearest ``(d0, i0), (d1, i1)``; indices int32.
+    (An unsigned 64-bit counter: the compiler then steps the addresses instead of computing
+    each one anew.)"""
+    u = numba.uint64(begin)
+    end = numba.uint64(end)
+    while u + numba.uint64(1) < end:
         a = _distance2(xs[u], ys[u], x, y)
-        b = _distance2(xs[u + numba.uint32(1)], ys[u + numba.uint32(1)], x, y)
-        d0, i0, d1, i1 = _keep_two(a, j, d0, i0, d1, i1)
-        d0, i0, d1, i1 = _keep_two(b, j + numba.int32(1), d0, i0, d1, i1)
-        j += numba.int32(2)
-    if j == last:
-        u = numba.uint32(j)
-        d0, i0, d1, i1 = _keep_two(_distance2(xs[u], ys[u], x, y), j, d0, i0, d1, i1)
+        b = _distance2(xs[u + numba.uint64(1)], ys[u + numba.uint64(1)], x, y)
+        d0, i0, d1, i1 = _keep_two(a, numba.int32(u), d0, i0, d1, i1)
+        d0, i0, d1, i1 = _keep_two(b, numba.int32(u + numba.uint64(1)), d0, i0, d1, i1)
+        u += numba.uint64(2)
+    if u < end:
+        d0, i0, d1, i1 = _keep_two(_distance2(xs[u], ys[u], x, y), numba.int32(u), d0, i0, d1, i1)
+    return d0, i0, d1, i1
+
+
+@numba.njit
+def _scan_around(xs, ys, x, y, begin, end, agent, d0, i0, d1, i1):
+    """:func:`_scan_range` over ``begin..end-1``, which holds ``agent``: the agent itself skipped
+    by a test per candidate (every lane of a warp then loops as long as the others)."""
+    u = numba.uint64(begin)
+    end = numba.uint64(end)
+    me = numba.uint64(agent)
+    while u < end:
+        d2 = _distance2(xs[u], ys[u], x, y)
+        if u == me:
+            d2 = numba.float32(math.inf)
+        d0, i0, d1, i1 = _keep_two(d2, numba.int32(u), d0, i0, d1, i1)
+        u += numba.uint64(1)
     return d0, i0, d1, i1
 
 
 @numba.njit
 def _scan_two(env, agent, x, y, scan_x, scan_y, n):
-    """The 2 nearest other agents in the game (``-1`` where fewer), in registers: the agents
-    before this one, then those after it (no test for itself per candidate)."""
+    """The 2 nearest other agents in the game (``-1`` where fewer), in registers.
+
+    The agents of the agent's block of 32 (its warp's, when an env's agents fill whole
+    warps) are scanned with a test for the agent itself; those before and after the block
+    without one, in loops as long for every lane of the warp (no lane waits idle)."""
     xs = scan_x[env]
     ys = scan_y[env]
     d0 = d1 = numba.float32(math.inf)
     i0 = i1 = numba.int32(-1)
-    d0, i0, d1, i1 = _scan_range(xs, ys, x, y, 0, agent, d0, i0, d1, i1)
-    d0, i0, d1, i1 = _scan_range(xs, ys, x, y, agent + 1, n, d0, i0, d1, i1)
+    first = agent & ~31
+    last = min(first + 32, n)
+    d0, i0, d1, i1 = _scan_range(xs, ys, x, y, 0, first, d0, i0, d1, i1)
+    d0, i0, d1, i1 = _scan_around(xs, ys, x, y, first, last, agent, d0, i0, d1, i1)
+    d0, i0, d1, i1 = _scan_range(xs, ys, x, y, last, n, d0, i0, d1, i1)
     return i0, i1
 
 

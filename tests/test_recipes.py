@@ -5,6 +5,7 @@ import json
 import math
 import os
 import subprocess
+import time
 import sys
 
 import pytest
@@ -267,3 +268,15 @@ def test_scripted_chasers_and_fleeing_runners_move_the_tag_count():
     random = tags("random", "random")
     assert tags("chase", "random") > 1.5 * random
     assert tags("random", "flee") < 0.5 * random
+
+
+def test_time_from_launch_counts_the_package_imports():
+    """``wall_seconds_since_launch`` runs from the process's start (Linux), not from the
+    recipe module's import: importing torch and TorchRL before it takes seconds."""
+    from torchrl_warp.recipes import train
+
+    since_import = time.perf_counter() - train._LAUNCHED
+    since_launch = train.seconds_since_launch()
+    assert since_launch >= since_import
+    if os.path.exists("/proc/self/stat"):  # pytest started well before it imported the recipe
+        assert since_launch > since_import + 0.05

@@ -17,7 +17,8 @@ from torchrl_warp.cuda import tag as kernels
 from torchrl_warp.env import WarpEnv
 from torchrl_warp.layout import Field, Layout
 
-__all__ = ["TagEnv", "action_table", "neighbor_search", "NEIGHBOR_SEARCHES", "SCAN_MAX_AGENTS", "SCAN_MAX_K"]
+__all__ = ["TagEnv", "action_table", "neighbor_search", "NEIGHBOR_SEARCHES", "SCAN_MAX_AGENTS", "SCAN_MAX_K",
+           "GRID_MAX_REGISTERS"]
 
 #: values of ``TagEnv(neighbor_search=...)``
 NEIGHBOR_SEARCHES = ("auto", "grid", "scan")
@@ -27,6 +28,11 @@ NEIGHBOR_SEARCHES = ("auto", "grid", "scan")
 #: docs/benchmarks.md; the CPU backend ~20% faster at 110 agents); the grid otherwise
 SCAN_MAX_AGENTS = 192
 SCAN_MAX_K = 2
+#: registers per thread the grid's CUDA kernels may use (``Layout.max_registers``). ptxas picks
+#: 80 on its own; with this cap its code runs faster (H200, 10+990 agents, k = 2: 1000 envs
+#: 0.712 -> 0.645 ms per step, 2000 envs 1.303 -> 1.202; 10k x 10+100, k = 10: 2.009 -> 1.988;
+#: run 41, docs/benchmarks.md)
+GRID_MAX_REGISTERS = 112
 
 
 def action_table(max_value: float, levels: int) -> torch.Tensor:
@@ -198,6 +204,7 @@ class TagEnv(WarpEnv):
             agent_done=True,
             # each step writes every agent's observation, reward and flags from the state
             outputs_from_state=True,
+            max_registers=GRID_MAX_REGISTERS if grid else None,
             constants={
                 "acceleration_actions": action_table(p.max_acceleration, p.num_acceleration_levels),
                 "turn_actions": action_table(p.max_turn, p.num_turn_levels),

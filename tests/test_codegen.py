@@ -77,3 +77,22 @@ def test_scratch_row_on_the_gpu_is_a_thread_private_array(monkeypatch):
     # the local array is allocated whatever n is (n is known at run time only); the
     # kernel works in it when n <= LOCAL_LIMIT, else in the global row
     assert f".local .align 16 .b8 \t__local_depot0[{8 * LOCAL_LIMIT}]" in ptx
+
+
+@pytest.mark.skipif(SIM, reason="the simulator replaces numba.cuda")
+def test_layout_register_cap_reaches_the_cuda_compiler(monkeypatch):
+    """``Layout.max_registers`` (Tag's grid: ``GRID_MAX_REGISTERS``) goes to ``cuda.jit``;
+    kernels without one compile uncapped."""
+    import numba.cuda
+
+    from torchrl_warp.backends import _CudaLayout
+    from torchrl_warp.envs import TagEnv
+    from torchrl_warp.envs.tag import GRID_MAX_REGISTERS
+
+    calls = []
+    monkeypatch.setattr(numba.cuda, "jit", lambda fn, **options: calls.append(options) or fn)
+    backend = _CudaLayout(torch.device("cpu"))
+    for search, cap in (("grid", GRID_MAX_REGISTERS), ("scan", None)):
+        env = TagEnv(num_envs=2, num_taggers=2, num_runners=6, num_other_agents_observed=2, neighbor_search=search)
+        backend._compile(env._kernels["step"])
+        assert calls.pop() == ({} if cap is None else {"max_registers": cap}), search

@@ -127,7 +127,9 @@ class _CudaLayout(Backend):
         source = spec.cuda_source()
         moved = rebase_in_python if simulator_enabled() else rebase
         fn = self._exec(source, f"warp_{spec.kind}_cuda", spec, {"cuda": cuda, "rebase": moved})
-        return cuda.jit(fn)
+        if spec.max_registers is None or simulator_enabled():
+            return cuda.jit(fn)
+        return cuda.jit(fn, max_registers=spec.max_registers)
 
 
 class CudaBackend(_CudaLayout):

@@ -128,7 +128,7 @@ def phase_seconds(env, steps: int = 20, repeats: int = 3) -> list[tuple[str, flo
     rows = []
     outputs = env._kernels["step"].outputs
     for i in range(1, len(env.layout.step) + 1):
-        spec = KernelSpec("step", tuple(env.layout.step[:i]), outputs)
+        spec = KernelSpec("step", tuple(env.layout.step[:i]), outputs, env.layout.max_registers)
         kernel, args = env._backend.compile(spec), env._kernel_args(spec)
 
         def launch(_):

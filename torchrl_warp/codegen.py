@@ -85,6 +85,8 @@ class KernelSpec:
     kind: str
     phases: tuple
     outputs: tuple = ()
+    #: the CUDA kernel's cap on registers per thread (``Layout.max_registers``); None: none
+    max_registers: int | None = None
 
     def __post_init__(self):
         if self.kind not in ("step", "reset"):

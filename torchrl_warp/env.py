@@ -82,7 +82,8 @@ class WarpEnv(EnvBase):
         fields = self.layout.all_fields()
         outputs = tuple(f.name for f in fields if f.name in OUTPUT_FIELDS)
         self._kernels = {
-            kind: KernelSpec(kind, tuple(getattr(self.layout, kind)), outputs) for kind in ("reset", "step")
+            kind: KernelSpec(kind, tuple(getattr(self.layout, kind)), outputs, self.layout.max_registers)
+            for kind in ("reset", "step")
         }
         self._check_kernel_names([f.name for f in fields])
         needed = sum(f.nbytes(num_envs, self.num_agents) for f in fields)

@@ -79,6 +79,11 @@ class Layout:
             uninitialised buffer instead of a copy of the last outputs (one copy less
             per step; see :mod:`torchrl_warp.outputs`). Leave it False when a phase
             reads its own outputs (CartPole keeps its state in the observation).
+        max_registers: a cap on the CUDA kernels' registers per thread (``None``: the
+            compiler's choice). Fewer registers fit more blocks on an SM; a cap can also
+            mean fewer (a block of 256 threads at 112 registers: 2 per SM where 3 fit at
+            80), which some kernels run faster with (Tag's grid at 1000 agents per env,
+            docs/benchmarks.md). The CPU and the simulator ignore it.
     """
 
     groups: dict[str, int] | None
@@ -90,6 +95,7 @@ class Layout:
     agent_done: bool = False
     constants: dict = field(default_factory=dict)
     outputs_from_state: bool = False
+    max_registers: int | None = None
 
     @property
     def num_agents(self) -> int:

@@ -69,9 +69,10 @@ class TagEnv(WarpEnv):
     MAPPO learns Tag with it and barely without, docs/recipes.md).
 
     Any number of agents works: lanes of a CUDA block stride over agents. Each agent
-    observes its ``num_other_agents_observed`` nearest (exactly those a brute-force
-    scan would pick, ties to the lower index). ``neighbor_search`` picks how they are
-    found; every choice gives the same result, only the speed differs:
+    observes its ``num_other_agents_observed`` nearest (exactly those a brute-force scan
+    would pick by float32 squared distance, ties to the lower index, on every backend).
+    ``neighbor_search`` picks how they are found; every choice gives the same result, only
+    the speed differs:
 
     * ``"grid"``: a grid of ``cells_per_side(n) ** 2`` cells per env (about 3 agents per
       cell) rebuilt every step; the search looks at a few cells around the agent

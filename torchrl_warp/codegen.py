@@ -48,7 +48,7 @@ _LEADING = ("env", "agent")
 DRIVER_NAMES = frozenset(
     ("env", "agent", "tid", "lane", "live", "num_envs", "num_agents", "threads_per_env",
      "envs_per_block", "step_mask", "reset_mask", "seed", "cuda", "prange", "rebase", "output_shift",
-     "lanes", "agents", "index", "uint32", "int64")
+     "lane_step", "agent_end", "agent_at", "uint32", "int64")
 )
 # every kernel takes these: the drivers update the counters and clear the flags
 _FIXED = ("seed", "step_count", "episode", "done", "terminated", "truncated")
@@ -158,10 +158,10 @@ class KernelSpec:
             "",
             f"def warp_{self.kind}_cuda({args}):",
             "    tid = uint32(cuda.threadIdx.x)",
-            "    lanes = uint32(threads_per_env)",
-            "    env = int64(uint32(cuda.blockIdx.x * envs_per_block + int64(tid // lanes)))",
-            "    lane = uint32(tid & (lanes - uint32(1)))",
-            "    agents = uint32(num_agents)",
+            "    lane_step = uint32(threads_per_env)",
+            "    env = int64(uint32(cuda.blockIdx.x * envs_per_block + int64(tid // lane_step)))",
+            "    lane = uint32(tid & (lane_step - uint32(1)))",
+            "    agent_end = uint32(num_agents)",
             f"    live = {live}",
         ]
         if self.rebased:
@@ -174,12 +174,12 @@ class KernelSpec:
             lines += [
                 "    cuda.syncthreads()",
                 "    if live:",
-                "        index = lane",
-                "        while index < agents:",
-                "            agent = int64(index)",
+                "        agent_at = lane",
+                "        while agent_at < agent_end:",
+                "            agent = int64(agent_at)",
             ]
             lines += [f"            {call}" for call in group]
-            lines.append("            index = uint32(index + lanes)")
+            lines.append("            agent_at = uint32(agent_at + lane_step)")
         return "\n".join(lines) + "\n"
 
     def cpu_source(self) -> str:

@@ -249,6 +249,7 @@ def evaluate(cfg, agents, device) -> dict:
 
 
 def train(cfg: DictConfig, out_dir: str) -> dict:
+    imports_seconds = seconds_since_launch()  # Python, torch, TorchRL, Numba, Hydra's config
     device = pick_device(cfg.device)
     torch.manual_seed(cfg.seed)
     if not cfg.algo.reward_scale > 0:
@@ -290,6 +291,7 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     history = []
     agent_steps_per_frame = env.num_agents
     train_start = time.perf_counter()
+    setup_seconds = seconds_since_launch() - imports_seconds  # envs, kernels compiled, obs stats, networks
     pbar = tqdm(total=cfg.env.total_frames, initial=frames_done, unit="frames")
     amp = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.algo.amp)
     clock = Stopwatch(device)
@@ -344,14 +346,17 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     collector.shutdown()
     train_seconds = time.perf_counter() - train_start
     save_checkpoint(out_dir, agents, optimizer, frames_done, iteration, cfg)
+    eval_start = time.perf_counter()
+    evaluation = evaluate(cfg, agents_by_group, device)
     summary = {
         "env": cfg.env.name, "algo": cfg.algo.name, "device": str(device), "frames": frames_done,
         "agent_steps": frames_done * agent_steps_per_frame, "train_seconds": train_seconds,
         "agent_steps_per_s": frames_done * agent_steps_per_frame / train_seconds,
-        "final": history[-1] if history else {},
-        **evaluate(cfg, agents_by_group, device),
+        "final": history[-1] if history else {}, **evaluation,
+        # where the wall time went: launch -> imports -> setup -> training -> evaluation
+        "imports_seconds": imports_seconds, "setup_seconds": setup_seconds,
+        "eval_seconds": time.perf_counter() - eval_start, "wall_seconds_since_launch": seconds_since_launch(),
     }
-    summary["wall_seconds_since_launch"] = seconds_since_launch()
     plot_learning_curve(history, os.path.join(out_dir, "learning_curve.png"), title=f"{cfg.env.name} / {cfg.algo.name}")
     with open(os.path.join(out_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)

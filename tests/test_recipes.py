@@ -72,6 +72,8 @@ def test_smoke_run_writes_checkpoint_csv_and_finite_losses(tmp_path, overrides, 
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["frames"] == ckpt["frames"]
     assert all(math.isfinite(summary[f"eval_return/{g}"]) for g in groups)
+    parts = [summary[k] for k in ("imports_seconds", "setup_seconds", "train_seconds", "eval_seconds")]
+    assert min(parts) > 0 and sum(parts) <= summary["wall_seconds_since_launch"]  # where the time went
     if "taggers" in groups:  # the scripted yardsticks were measured against the trained agents
         for name in ("random_taggers", "chasing_taggers", "vs_fleeing_runners"):
             assert summary[f"eval_tags_per_episode_{name}"] >= 0

@@ -148,11 +148,13 @@ def test_the_replay_buffer_gets_no_next_observations():
     assert torch.equal(kept["next", "runners", "reward"], batch["next", "runners", "reward"])
 
 
+@pytest.mark.parametrize("entropy_coeff", [0.01, 0.0])
 @pytest.mark.parametrize("algo", ["ppo", "mappo", "ippo"])
-def test_losses_without_functional_parameters_match_torchrl_defaults(algo):
+def test_losses_without_functional_parameters_match_torchrl_defaults(algo, entropy_coeff):
     """The recipe's losses call the modules directly (``functional=False``, less host
-    time) and skip TorchRL's entropy finiteness check (a host sync, recipes/losses.py);
-    the losses and gradients are those of TorchRL's own classes and defaults."""
+    time), skip TorchRL's entropy finiteness check (a host sync, recipes/losses.py), and
+    with ``entropy_coeff=0`` compute no entropy (TorchRL's default adds 0 x entropy); the
+    losses and gradients are those of TorchRL's own classes and defaults."""
     from omegaconf import OmegaConf
     from tensordict.nn import TensorDictSequential
     from torchrl.objectives import ClipPPOLoss
@@ -165,7 +167,7 @@ def test_losses_without_functional_parameters_match_torchrl_defaults(algo):
     torch.manual_seed(0)
     group = None if algo == "ppo" else "runners"
     env = CartPoleEnv(num_envs=4, seed=0) if algo == "ppo" else small_tag()
-    cfg = OmegaConf.structured(AlgoConfig(name=algo, hidden=[8], entropy_coeff=0.01))
+    cfg = OmegaConf.structured(AlgoConfig(name=algo, hidden=[8], entropy_coeff=entropy_coeff))
     agent = GroupAgent(env, group, cfg, torch.device("cpu"))
     policy = agent.actor if group is None else TensorDictSequential(
         agent.actor, GroupAgent(env, "taggers", cfg, torch.device("cpu")).actor)
@@ -184,7 +186,8 @@ def test_losses_without_functional_parameters_match_torchrl_defaults(algo):
     results = []
     for loss in (ours, theirs):
         out = loss(batch.reshape(-1))
-        total = out["loss_objective"] + out["loss_critic"] + out["loss_entropy"]
+        assert ("loss_entropy" in out.keys()) == (loss is theirs or entropy_coeff > 0)
+        total = out["loss_objective"] + out["loss_critic"] + out.get("loss_entropy", 0.0)
         results.append((total.detach(), torch.autograd.grad(total, params, allow_unused=True)))
     torch.testing.assert_close(results[0], results[1])
     assert sum(g.abs().sum() for g in results[0][1] if g is not None) > 0

@@ -17,7 +17,7 @@ import json
 import os
 import time
 
-_LAUNCHED = time.perf_counter()  # where /proc is missing, wall time is reported from here
+_IMPORTED = time.perf_counter()  # where /proc is missing, wall time is reported from here
 
 import hydra  # noqa: E402
 import torch  # noqa: E402
@@ -370,21 +370,31 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     return summary
 
 
-def seconds_since_launch() -> float:
-    """Wall seconds since this Python process started (Linux: ``/proc/self/stat``), so the
-    package's imports (torch, TorchRL: seconds) count too; elsewhere since this module's import.
-
-    >>> 0.0 < seconds_since_launch() < 24 * 3600
-    True
-    """
+def _process_start() -> float:
+    """The ``time.perf_counter()`` reading at this process's start (Linux: ``/proc/self/stat``,
+    to the kernel's clock tick), so the package's imports (torch, TorchRL: seconds) count
+    too; elsewhere this module's import."""
     try:
         with open("/proc/self/stat") as f:
             start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22: starttime
         with open("/proc/uptime") as f:
             uptime = float(f.read().split()[0])
-        return max(uptime - start_ticks / os.sysconf("SC_CLK_TCK"), time.perf_counter() - _LAUNCHED)
+        return min(time.perf_counter() - (uptime - start_ticks / os.sysconf("SC_CLK_TCK")), _IMPORTED)
     except (OSError, ValueError, IndexError):
-        return time.perf_counter() - _LAUNCHED
+        return _IMPORTED
+
+
+_LAUNCHED = _process_start()
+
+
+def seconds_since_launch() -> float:
+    """Wall seconds since this Python process started (see :func:`_process_start`); one
+    clock (``perf_counter``) for every reading, so time spans add up.
+
+    >>> 0.0 < seconds_since_launch() < 24 * 3600
+    True
+    """
+    return time.perf_counter() - _LAUNCHED
 
 
 def annealed(frames_before: int, total_frames: int) -> float:

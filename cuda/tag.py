@@ -475,7 +475,6 @@ def _find_neighbors(env, agent, x, y, neighbor_distance, neighbor_index, agent_c
     dist = scratch_row(neighbor_distance, env, agent)
     index = scratch_row(neighbor_index, env, agent)
     g = cells_per_side
-    size = cell_size
     margin = 1e-9 * grid_length  # >> the rounding of binning and of the bounds below
     others = cell_start[env, g * g] - 1  # agents in the game besides this one
     c = agent_cell[env, agent]
@@ -499,13 +498,13 @@ def _find_neighbors(env, agent, x, y, neighbor_distance, neighbor_index, agent_c
         # outside the square lie beyond their cell too).
         bound = 4.0 * grid_length * g  # > any side's distance; at least one side remains
         if x0 > 0:
-            bound = min(bound, x - x0 * size)
+            bound = min(bound, x - x0 * cell_size)
         if x1 < g - 1:
-            bound = min(bound, (x1 + 1) * size - x)
+            bound = min(bound, (x1 + 1) * cell_size - x)
         if y0 > 0:
-            bound = min(bound, y - y0 * size)
+            bound = min(bound, y - y0 * cell_size)
         if y1 < g - 1:
-            bound = min(bound, (y1 + 1) * size - y)
+            bound = min(bound, (y1 + 1) * cell_size - y)
         bound -= margin
         if filled == slots and bound > 0.0 and worst_d2 < bound * bound * _FLOAT32_SAFETY:
             break
@@ -659,13 +658,8 @@ def observe_scan(
         filled = _scan_k(env, agent, x, y, scan_x, scan_y, num_agents, dist, index, slots)
         for slot in range(slots):
             neighbor_index[env, agent, slot] = index[slot] if slot < filled else -1
-    c, s = _heading(env, agent, direction, egocentric_observation)
-    scales = observation_scales
-    _observe_own(env, agent, step_count, pos, direction, speed, acceleration, observation, num_taggers, grid_length,
-                 scales, egocentric_observation, c, s)
-    for slot in range(slots):
-        _observe_other(observation, env, agent, slot, neighbor_index[env, agent, slot], pos, direction, speed,
-                       acceleration, in_game, num_taggers, scales, egocentric_observation, c, s)
+    _observe_listed(env, agent, step_count, pos, direction, speed, acceleration, in_game, observation, neighbor_index,
+                    num_taggers, grid_length, observation_scales, egocentric_observation)
 
 
 def observation_scales(grid_length: float, max_speed: float, episode_length: int) -> tuple:
@@ -756,6 +750,19 @@ def _observe_other(observation, env, agent, slot, o, pos, direction, speed, acce
 
 
 @numba.njit
+def _observe_listed(env, agent, step_count, pos, direction, speed, acceleration, in_game, observation,
+                    neighbor_index, num_taggers, grid_length, scales, egocentric):
+    """The observation of an agent whose k nearest a search wrote to ``neighbor_index[env, agent]``:
+    its own features, then each listed agent's (zeros for ``-1``)."""
+    c, s = _heading(env, agent, direction, egocentric)
+    _observe_own(env, agent, step_count, pos, direction, speed, acceleration, observation, num_taggers, grid_length,
+                 scales, egocentric, c, s)
+    for slot in range(neighbor_index.shape[2]):
+        _observe_other(observation, env, agent, slot, neighbor_index[env, agent, slot], pos, direction, speed,
+                       acceleration, in_game, num_taggers, scales, egocentric, c, s)
+
+
+@numba.njit
 def observe_nearest(
     env, agent, step_count, pos, direction, speed, acceleration, in_game, observation, neighbor_distance,
     neighbor_index, agent_cell, cell_start, cell_agent, cell_x, cell_y, num_taggers, grid_length, observation_scales,
@@ -775,13 +782,8 @@ def observe_nearest(
     me = cell_agent[env, agent]
     _find_neighbors(env, me, cell_x[env, agent], cell_y[env, agent], neighbor_distance, neighbor_index, agent_cell,
                     cell_start, cell_agent, cell_x, cell_y, grid_length, g, cell_size)
-    c, s = _heading(env, me, direction, egocentric_observation)
-    scales = observation_scales
-    _observe_own(env, me, step_count, pos, direction, speed, acceleration, observation, num_taggers, grid_length,
-                 scales, egocentric_observation, c, s)
-    for slot in range(neighbor_index.shape[2]):
-        _observe_other(observation, env, me, slot, neighbor_index[env, me, slot], pos, direction, speed, acceleration,
-                       in_game, num_taggers, scales, egocentric_observation, c, s)
+    _observe_listed(env, me, step_count, pos, direction, speed, acceleration, in_game, observation, neighbor_index,
+                    num_taggers, grid_length, observation_scales, egocentric_observation)
 
 
 @numba.njit
@@ -794,10 +796,9 @@ def observe(
     if not in_game[env, agent]:
         return
     c, s = _heading(env, agent, direction, egocentric_observation)
-    scales = observation_scales
     _observe_own(env, agent, step_count, pos, direction, speed, acceleration, observation, num_taggers,
-                 grid_length, scales, egocentric_observation, c, s)
+                 grid_length, observation_scales, egocentric_observation, c, s)
     for slot in range(in_game.shape[1] - 1):
         o = slot if slot < agent else slot + 1  # every other agent, in index order
         _observe_other(observation, env, agent, slot, o, pos, direction, speed, acceleration, in_game, num_taggers,
-                       scales, egocentric_observation, c, s)
+                       observation_scales, egocentric_observation, c, s)

@@ -32,9 +32,10 @@ Examples:
 """
 from __future__ import annotations
 
-import os
 
 from numba.core.extending import overload
+
+from torchrl_warp.simulator import simulator_enabled
 
 __all__ = ["atomic_add", "atomic_count"]
 
@@ -66,7 +67,7 @@ def atomic_count(array, index):
 
 def _simulator_kernel_context():
     """The simulator's fake ``cuda`` module while a simulated kernel runs, else None."""
-    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0"):
+    if not simulator_enabled():
         return None
     from numba.cuda.simulator.kernel import _get_kernel_context
 
@@ -117,6 +118,6 @@ def _register_cuda_count():
         return impl
 
 
-if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0"):
+if not simulator_enabled():
     _register_cuda()
     _register_cuda_count()

@@ -18,7 +18,6 @@ Examples:
 """
 from __future__ import annotations
 
-import os
 import types
 
 import numba
@@ -26,15 +25,11 @@ import torch
 
 from torchrl_warp.codegen import KernelSpec
 from torchrl_warp.rebase import rebase, rebase_in_python
+from torchrl_warp.simulator import simulator_enabled
 
 __all__ = ["Backend", "CpuBackend", "CudaBackend", "SimulatorBackend", "make_backend", "simulator_enabled"]
 
 _COMPILED: dict = {}
-
-
-def simulator_enabled() -> bool:
-    """Whether Numba runs in CUDA-simulator mode in this process."""
-    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 
 
 def _next_pow2(n: int) -> int:

@@ -20,10 +20,11 @@ Examples:
 """
 from __future__ import annotations
 
-import os
 
 from numba import types
 from numba.core.extending import overload
+
+from torchrl_warp.simulator import simulator_enabled
 
 __all__ = ["mul_rn"]
 
@@ -54,5 +55,5 @@ def _register_cuda():
         raise TypeError(f"mul_rn: both arguments float32 or both float64, got {a} and {b}")
 
 
-if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0"):
+if not simulator_enabled():
     _register_cuda()

@@ -35,9 +35,10 @@ Examples:
 """
 from __future__ import annotations
 
-import os
 
 from numba.core.extending import overload
+
+from torchrl_warp.simulator import simulator_enabled
 
 __all__ = ["scratch_row", "LOCAL_LIMIT"]
 
@@ -82,5 +83,5 @@ def _register_cuda():
         return impl
 
 
-if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0"):
+if not simulator_enabled():
     _register_cuda()

@@ -52,6 +52,7 @@ class AlgoConfig:
     obs_norm: bool = False              # standardize observations in the networks (stats of a random rollout)
     anneal_lr: bool = False             # lr falls linearly to 0 at env.total_frames
     matmul_precision: MatmulPrecision = MatmulPrecision.high  # torch.set_float32_matmul_precision
+    cudagraph_update: bool = False      # each gradient step replayed as one CUDA graph (CUDA only)
 
 
 @dataclass

@@ -23,7 +23,7 @@ import hydra  # noqa: E402
 import torch  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
-from tensordict import unravel_key  # noqa: E402
+from tensordict import TensorDict, unravel_key  # noqa: E402
 from tensordict.nn import TensorDictModule, TensorDictSequential  # noqa: E402
 from torchrl.collectors import Collector  # noqa: E402
 from torchrl.data import LazyTensorStorage, ReplayBuffer  # noqa: E402
@@ -269,8 +269,11 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     agents = torch.nn.ModuleDict({g or "agent": GroupAgent(env, g, cfg.algo, device, obs_stats) for g in groups})
     agents_by_group = {g: agents[g or "agent"] for g in groups}
     # fused: one kernel for every parameter's update (CartPole, H200: 7.7 -> 6.4 ms of host
-    # time per gradient step, docs/benchmarks.md)
-    optimizer = torch.optim.Adam(agents.parameters(), lr=cfg.algo.lr, fused=device.type == "cuda")
+    # time per gradient step, docs/benchmarks.md); a graph-captured step needs a capturable
+    # optimizer, its lr a tensor (changed in place: a captured float would stay fixed)
+    graphed = cfg.algo.cudagraph_update and device.type == "cuda"
+    lr = torch.tensor(cfg.algo.lr, device=device) if graphed else cfg.algo.lr
+    optimizer = torch.optim.Adam(agents.parameters(), lr=lr, fused=device.type == "cuda", capturable=graphed)
     frames_done, iteration = 0, 0
     if cfg.resume:
         ckpt = torch.load(cfg.resume, map_location=device, weights_only=False)
@@ -301,6 +304,7 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     pbar = tqdm(total=cfg.env.total_frames, initial=frames_done, unit="frames")
     amp = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.algo.amp)
     clock = Stopwatch(device)
+    gradient_step = GradientStep(agents, agents_by_group, optimizer, cfg.algo, amp, graphed, device)
     profiler = IterationProfiler(cfg.profile_iteration, iteration, device, out_dir)
     for batch in collector:
         collect_s = clock.lap()
@@ -310,30 +314,19 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
         with torch.no_grad():
             for g in groups:
                 agents_by_group[g].advantage(batch)
-        if cfg.algo.anneal_lr:
-            set_lr(optimizer, cfg.algo.lr * annealed(frames_done - batch.numel(), cfg.env.total_frames))
+        lr_now = cfg.algo.lr * (annealed(frames_done - batch.numel(), cfg.env.total_frames) if cfg.algo.anneal_lr else 1.0)
+        set_lr(optimizer, lr_now)
         buffer.empty()
         buffer.extend(without_next_observations(batch, groups).reshape(-1))
-        losses = {}
         for _ in range(cfg.algo.epochs):
             for _ in range(max(1, len(buffer) // cfg.algo.minibatch_size)):
-                minibatch = buffer.sample()
-                total = 0.0
-                with amp:
-                    for g in groups:
-                        loss, parts = agents_by_group[g].loss_value(minibatch)
-                        total = total + loss
-                        losses.update({f"{k}/{g or 'agent'}": v for k, v in parts.items()})
-                optimizer.zero_grad(set_to_none=True)
-                total.backward()
-                torch.nn.utils.clip_grad_norm_(agents.parameters(), cfg.algo.max_grad_norm)
-                optimizer.step()
+                losses = gradient_step(buffer.sample())
         collector.update_policy_weights_()
         update_s = clock.lap()
         profiler.step()
 
         row = {"frames": frames_done, "iteration": iteration, "time/collect_s": collect_s,
-               "time/update_s": update_s, "lr": optimizer.param_groups[0]["lr"], **tracker.summary(),
+               "time/update_s": update_s, "lr": lr_now, **tracker.summary(),
                **{k: v.item() for k, v in losses.items()},
                "agent_steps_per_s": (frames_done * agent_steps_per_frame) / (time.perf_counter() - train_start)}
         if cfg.env.name == "tag":
@@ -407,8 +400,51 @@ def annealed(frames_before: int, total_frames: int) -> float:
 
 
 def set_lr(optimizer, lr: float) -> None:
+    """Set every group's lr; a tensor lr (a graph-captured step's) is filled in place."""
     for group in optimizer.param_groups:
-        group["lr"] = lr
+        if isinstance(group["lr"], torch.Tensor):
+            group["lr"].fill_(lr)
+        else:
+            group["lr"] = lr
+
+
+class GradientStep:
+    """One gradient step on a minibatch: every group's loss (summed), backward, gradient
+    clipping, the optimizer's step. Returns the losses' parts, detached, by name
+    (``loss_objective/<group>``, ...).
+
+    ``graphed`` (``algo.cudagraph_update``, CUDA): the step is captured once as a CUDA graph
+    (tensordict's ``CudaGraphModule``, after one eager warm-up step) and replayed: the
+    host then queues one graph per step instead of the hundreds of kernels of a loss, its
+    backward and the optimizer, each with its Python overhead. The minibatch is copied into
+    the graph's input buffers, so it must have the same keys and shapes every step.
+    """
+
+    def __init__(self, agents, agents_by_group, optimizer, algo, amp, graphed: bool, device):
+        self.agents, self.agents_by_group, self.optimizer = agents, agents_by_group, optimizer
+        self.max_grad_norm, self.amp = algo.max_grad_norm, amp
+        self._step = self._eager
+        if graphed:
+            from tensordict.nn import CudaGraphModule
+
+            self._step = CudaGraphModule(self._eager, in_keys=[], out_keys=[], warmup=1, device=device)
+
+    def __call__(self, minibatch) -> TensorDict:
+        return self._step(minibatch)
+
+    def _eager(self, minibatch) -> TensorDict:
+        total = 0.0
+        losses = {}
+        with self.amp:
+            for g, agent in self.agents_by_group.items():
+                loss, parts = agent.loss_value(minibatch)
+                total = total + loss
+                losses.update({f"{k}/{g or 'agent'}": v for k, v in parts.items()})
+        self.optimizer.zero_grad(set_to_none=True)
+        total.backward()
+        torch.nn.utils.clip_grad_norm_(self.agents.parameters(), self.max_grad_norm)
+        self.optimizer.step()
+        return TensorDict(losses, batch_size=[])
 
 
 class Stopwatch:

@@ -41,7 +41,9 @@ def read_csv_scalars(run_dir):
 @pytest.mark.parametrize(
     "overrides, groups",
     [
-        (["env.num_envs=64", "env.steps_per_batch=16", "env.total_frames=2048", "eval_envs=8"], ["agent"]),
+        # algo.cudagraph_update is for CUDA: on the CPU the steps run eagerly
+        (["env.num_envs=64", "env.steps_per_batch=16", "env.total_frames=2048", "eval_envs=8",
+          "algo.cudagraph_update=true"], ["agent"]),
         (["env=tag", "algo=mappo", "env.num_envs=4", "env.steps_per_batch=10", "env.total_frames=80",
           "env.params.num_taggers=2", "env.params.num_runners=4", "+env.params.num_other_agents_observed=2",
           "env.params.episode_length=10", "algo.hidden=[16,16]", "algo.minibatch_size=20", "eval_envs=4"],

@@ -302,7 +302,8 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     train_start = time.perf_counter()
     setup_seconds = seconds_since_launch() - imports_seconds  # envs, kernels compiled, obs stats, networks
     pbar = tqdm(total=cfg.env.total_frames, initial=frames_done, unit="frames")
-    amp = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.algo.amp)
+    # no cast cache under a captured step: a cached cast would be a tensor of the capture
+    amp = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.algo.amp, cache_enabled=not graphed)
     clock = Stopwatch(device)
     gradient_step = GradientStep(agents, agents_by_group, optimizer, cfg.algo, amp, graphed, device)
     profiler = IterationProfiler(cfg.profile_iteration, iteration, device, out_dir)
@@ -414,7 +415,7 @@ class GradientStep:
     (``loss_objective/<group>``, ...).
 
     ``graphed`` (``algo.cudagraph_update``, CUDA): the step is captured once as a CUDA graph
-    (tensordict's ``CudaGraphModule``, after one eager warm-up step) and replayed: the
+    (tensordict's ``CudaGraphModule``, after two eager steps on a side stream) and replayed: the
     host then queues one graph per step instead of the hundreds of kernels of a loss, its
     backward and the optimizer, each with its Python overhead. The minibatch is copied into
     the graph's input buffers, so it must have the same keys and shapes every step.
@@ -427,7 +428,7 @@ class GradientStep:
         if graphed:
             from tensordict.nn import CudaGraphModule
 
-            self._step = CudaGraphModule(self._eager, in_keys=[], out_keys=[], warmup=1, device=device)
+            self._step = CudaGraphModule(self._eager, in_keys=[], out_keys=[], warmup=2, device=device)
 
     def __call__(self, minibatch) -> TensorDict:
         return self._step(minibatch)

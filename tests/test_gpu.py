@@ -178,12 +178,11 @@ def test_recipe_losses_do_not_sync_with_the_host():
     step()
 
 
-@pytest.mark.parametrize("algo", ["ppo", "mappo"])
-def test_graphed_gradient_steps_match_eager_ones(algo):
+@pytest.mark.parametrize("algo, amp", [("ppo", False), ("mappo", False), ("mappo", True)])
+def test_graphed_gradient_steps_match_eager_ones(algo, amp):
     """``algo.cudagraph_update``: the recipe's GradientStep replayed as a CUDA graph takes the
-    steps the eager one takes (same minibatches; the lr changed after capture, in place)."""
-    import contextlib
-
+    steps the eager one takes (same minibatches; the lr changed after capture, in place;
+    with and without bfloat16 autocast)."""
     from omegaconf import OmegaConf
     from tensordict.nn import TensorDictSequential
 
@@ -215,7 +214,8 @@ def test_graphed_gradient_steps_match_eager_ones(algo):
                            for _ in range(6)]
         lr = torch.tensor(1e-2, device=cuda) if graphed else 1e-2
         optimizer = torch.optim.Adam(agents.parameters(), lr=lr, fused=True, capturable=graphed)
-        step = GradientStep(agents, by_group, optimizer, cfg, contextlib.nullcontext(), graphed, cuda)
+        autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp, cache_enabled=not graphed)
+        step = GradientStep(agents, by_group, optimizer, cfg, autocast, graphed, cuda)
         losses = []
         for i, minibatch in enumerate(minibatches):
             if i == 4:
@@ -224,9 +224,10 @@ def test_graphed_gradient_steps_match_eager_ones(algo):
         runs.append((agents, losses))
         assert hasattr(step._step, "graph") == graphed  # captured, then replayed
     (eager, eager_losses), (graphed, graphed_losses) = runs
+    tol = dict(rtol=1e-3, atol=1e-4) if amp else dict(rtol=1e-4, atol=1e-5)
     for (name, a), b in zip(eager.named_parameters(), graphed.parameters()):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
-    torch.testing.assert_close(eager_losses[-1].to_dict(), graphed_losses[-1].to_dict(), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(a, b, **tol, msg=lambda m: f"{name}: {m}")
+    torch.testing.assert_close(eager_losses[-1].to_dict(), graphed_losses[-1].to_dict(), **tol)
     assert not torch.equal(next(build()[0].parameters()), next(graphed.parameters()))  # it did train
 
 

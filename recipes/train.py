@@ -278,7 +278,10 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     if cfg.resume:
         ckpt = torch.load(cfg.resume, map_location=device, weights_only=False)
         agents.load_state_dict(ckpt["agents"])
-        optimizer.load_state_dict(ckpt["optimizer"])
+        # Adam's moments and step counts from the checkpoint; its options (fused, capturable, the
+        # lr a tensor or a float) stay this run's: they follow the device and cudagraph_update
+        optimizer.load_state_dict({"state": ckpt["optimizer"]["state"],
+                                   "param_groups": optimizer.state_dict()["param_groups"]})
         frames_done, iteration = ckpt["frames"], ckpt["iteration"]
 
     frames_per_batch = cfg.env.num_envs * cfg.env.steps_per_batch
@@ -293,8 +296,12 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
                           # wrapping the env in a TransformedEnv off its lean step path)
                           auto_register_policy_transforms=False,
                           cudagraph_policy=cfg.env.cudagraph_policy and device.type == "cuda")
+    # every minibatch full-sized (a graph-captured step takes one shape): each epoch draws
+    # frames_per_batch // minibatch_size of them and leaves the remainder out; a minibatch
+    # larger than a batch is the whole batch
+    minibatch_size = min(cfg.algo.minibatch_size, frames_per_batch)
     buffer = ReplayBuffer(storage=LazyTensorStorage(frames_per_batch, device=device),
-                          sampler=SamplerWithoutReplacement(), batch_size=cfg.algo.minibatch_size)
+                          sampler=SamplerWithoutReplacement(drop_last=True), batch_size=minibatch_size)
     tracker = EpisodeTracker(groups, cfg.env.num_envs, device)
     logger = make_logger(cfg.logger, out_dir)
     history = []
@@ -320,7 +327,7 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
         buffer.empty()
         buffer.extend(without_next_observations(batch, groups).reshape(-1))
         for _ in range(cfg.algo.epochs):
-            for _ in range(max(1, len(buffer) // cfg.algo.minibatch_size)):
+            for _ in range(len(buffer) // minibatch_size):
                 losses = gradient_step(buffer.sample())
         collector.update_policy_weights_()
         update_s = clock.lap()

@@ -1,4 +1,6 @@
 """GPU tests (marked ``gpu``; skipped without a CUDA device): the CUDA backend itself."""
+import math
+
 import pytest
 import torch
 from torchrl.collectors import Collector
@@ -231,18 +233,36 @@ def test_graphed_gradient_steps_match_eager_ones(algo, amp):
     assert not torch.equal(next(build()[0].parameters()), next(graphed.parameters()))  # it did train
 
 
-def test_recipe_runs_with_graphed_updates(tmp_path):
-    """The recipe with ``algo.cudagraph_update=true``: losses finite, a checkpoint written."""
+@pytest.mark.parametrize("env_args, epochs, lr", [
+    (["env.num_envs=256", "env.steps_per_batch=16", "algo.minibatch_size=1500"], 8, 5e-4 / 4),  # ppo anneals
+    (["env=tag", "algo=mappo", "env.num_envs=64", "env.steps_per_batch=10", "env.params.num_taggers=2",
+      "env.params.num_runners=5", "+env.params.num_other_agents_observed=2", "algo.minibatch_size=300",
+      "algo.hidden=[32,32]"], 4, 3e-4),
+], ids=["cartpole", "tag"])
+def test_recipe_resumes_an_eager_run_with_graphed_updates(tmp_path, env_args, epochs, lr):
+    """``algo.cudagraph_update=true`` through the CLI: a run of eager steps, then two batches
+    more, graphed, from its checkpoint. Batches are not a multiple of the minibatch (the
+    remainder is left out: a graph takes one shape); Adam's step counts go on; the lr is
+    the annealed one (a tensor filled in place)."""
     import json
     import subprocess
     import sys
 
-    cmd = [sys.executable, "-m", "torchrl_warp.recipes.train", f"hydra.run.dir={tmp_path}", "device=cuda",
-           "env.num_envs=256", "env.steps_per_batch=16", "env.total_frames=16384", "algo.minibatch_size=1024",
-           "algo.cudagraph_update=true", "eval_envs=16"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["frames"] == 16384 and (tmp_path / "checkpoint.pt").exists()
-    final = summary["final"]
-    assert all(torch.isfinite(torch.tensor(final[k])) for k in ("loss_objective/agent", "loss_critic/agent"))
+    def run(out, *args):
+        cmd = [sys.executable, "-m", "torchrl_warp.recipes.train", f"hydra.run.dir={out}", "device=cuda",
+               "eval_envs=16", *env_args, *args]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads((out / "summary.json").read_text())
+
+    frames = 4096 if "env=tag" not in env_args else 640
+    run(tmp_path / "a", "algo.cudagraph_update=false", f"env.total_frames={2 * frames}")
+    summary = run(tmp_path / "b", "algo.cudagraph_update=true", f"env.total_frames={4 * frames}",
+                  f"resume={tmp_path / 'a' / 'checkpoint.pt'}")
+    assert summary["frames"] == 4 * frames
+    assert all(math.isfinite(v) for k, v in summary["final"].items() if k.startswith("loss_"))
+    optimizer = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=False)["optimizer"]
+    assert optimizer["param_groups"][0]["capturable"]
+    assert float(optimizer["param_groups"][0]["lr"]) == pytest.approx(lr)
+    steps = {s["step"].item() for s in optimizer["state"].values()}
+    assert steps == {4 * epochs * 2}  # 4 batches, each epoch 2 full minibatches

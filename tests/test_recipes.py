@@ -247,6 +247,26 @@ def test_reward_scale_scales_the_rewards_gae_sees_and_nothing_else(group):
     torch.testing.assert_close(ours[reward], batch[reward])  # the batch keeps its rewards (logged returns)
 
 
+def test_a_checkpoint_of_graphed_updates_resumes_on_the_cpu(tmp_path):
+    """A GPU run with algo.cudagraph_update saves a fused, capturable Adam with a tensor lr;
+    a CPU run takes its moments and keeps its own options (capturable fails on the CPU)."""
+    args = ["env.num_envs=32", "env.steps_per_batch=8", "eval_envs=4"]
+    first = run_train(tmp_path / "a", *args, "env.total_frames=512")
+    assert first.returncode == 0, first.stderr[-3000:]
+    ckpt = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=False)
+    for group in ckpt["optimizer"]["param_groups"]:  # as the GPU run would have saved it
+        group.update(fused=True, capturable=True, lr=torch.tensor(group["lr"]))
+    torch.save(ckpt, tmp_path / "graphed.pt")
+    second = run_train(tmp_path / "b", *args, "env.total_frames=1024", f"resume={tmp_path / 'graphed.pt'}")
+    assert second.returncode == 0, second.stderr[-3000:]
+    after = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=False)
+    assert [g["capturable"] for g in after["optimizer"]["param_groups"]] == [False]
+    assert isinstance(after["optimizer"]["param_groups"][0]["lr"], float)
+    steps = [s["step"].item() for s in after["optimizer"]["state"].values()]
+    assert steps == [2 * 2 * 8] * len(steps)  # the saved step counts went on: 2 runs x 2 batches x 8 epochs
+    assert read_csv_scalars(tmp_path / "b")["lr"] == pytest.approx([5e-4 / 2, 5e-4 / 4])
+
+
 def test_obs_norm_stats_come_back_with_a_resumed_run(tmp_path):
     args = ("env.num_envs=16", "env.steps_per_batch=8", "eval_envs=4", "algo.obs_norm=true")
     first = run_train(tmp_path / "a", *args, "env.total_frames=128")

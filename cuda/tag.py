@@ -385,9 +385,21 @@ def _distance2(bx, by, x, y):
 
 
 @numba.njit
-def _insert_neighbor(dist, index, slots, filled, d2, o):
-    """Insert ``(d2, o)`` into the sorted list of ``filled`` entries (dropping the last
-    one if full); return the new fill count and the new last entry ``(d2, index)``."""
+def _insert_neighbor(dist, index, slots, kept, d2, o):
+    """Insert ``(d2, o)`` into the sorted list (dropping its last entry if full); return the
+    new ``kept``: ``(fill count, first d2, first index, last d2, last index)``, in registers.
+
+    For k <= 2 the first and last entries are the whole list: ``dist`` and ``index`` (thread-
+    private memory, which an insertion would read and write) stay untouched. For k > 2 the
+    list is in them, and the first entry in ``kept`` is not kept up to date."""
+    filled, first_d2, first, _, _ = kept
+    grown = filled + 1 if filled < slots else slots
+    if slots <= 2:
+        if filled > 0 and (first_d2 < d2 or (first_d2 == d2 and first < o)):
+            return grown, first_d2, first, d2, o  # the new second (k = 2 only)
+        if filled > 0 and slots == 2:
+            return grown, d2, o, first_d2, first  # the new first; the old one is second
+        return grown, d2, o, d2, o
     j = filled if filled < slots else slots - 1
     while j > 0:
         prev_d2 = dist[j - 1]
@@ -399,33 +411,31 @@ def _insert_neighbor(dist, index, slots, filled, d2, o):
         j -= 1
     dist[j] = d2
     index[j] = o
-    if filled < slots:
-        filled += 1
-    return filled, dist[filled - 1], index[filled - 1]
+    return grown, first_d2, first, dist[grown - 1], index[grown - 1]
 
 
 @numba.njit
-def _offer(cell_agent, cell_x, cell_y, dist, index, env, agent, i, x, y, slots, filled, worst_d2, worst):
-    """Offer the agent at ``i`` of the sorted list to the agent's list; return the list's
-    new fill count and last entry. (``i`` is made unsigned: Numba then skips the
+def _offer(cell_agent, cell_x, cell_y, dist, index, env, agent, i, x, y, slots, kept):
+    """Offer the agent at ``i`` of the sorted list to the agent's list; return the new
+    ``kept`` (:func:`_insert_neighbor`). (``i`` is made unsigned: Numba then skips the
     negative-index wrap-around on the three loads, a few instructions per candidate.)"""
     u = numba.uint64(i)
     o = cell_agent[env, u]
     if o == agent:
-        return filled, worst_d2, worst
+        return kept
     d2 = _distance2(cell_x[env, u], cell_y[env, u], x, y)
+    filled, _, _, worst_d2, worst = kept
     if filled == slots and (d2 > worst_d2 or (d2 == worst_d2 and o > worst)):
-        return filled, worst_d2, worst
-    return _insert_neighbor(dist, index, slots, filled, d2, o)
+        return kept
+    return _insert_neighbor(dist, index, slots, kept, d2, o)
 
 
 @numba.njit
-def _scan_cells(cell_agent, cell_x, cell_y, dist, index, env, agent, begin, end, x, y, slots, filled, worst_d2, worst):
+def _scan_cells(cell_agent, cell_x, cell_y, dist, index, env, agent, begin, end, x, y, slots, kept):
     """Offer the agents ``cell_agent[env, begin:end]``."""
     for i in range(begin, end):
-        filled, worst_d2, worst = _offer(cell_agent, cell_x, cell_y, dist, index, env, agent, i, x, y, slots, filled,
-                                         worst_d2, worst)
-    return filled, worst_d2, worst
+        kept = _offer(cell_agent, cell_x, cell_y, dist, index, env, agent, i, x, y, slots, kept)
+    return kept
 
 
 @numba.njit
@@ -443,9 +453,8 @@ def _scan_block(cell_agent, cell_x, cell_y, cell_start, dist, index, env, agent,
     if y0 + 2 <= y1:
         b2 = cell_start[env, (y0 + 2) * g + x0]
         n2 = cell_start[env, (y0 + 2) * g + x1 + 1] - b2
-    filled = 0
-    worst_d2 = numba.float32(0.0)
-    worst = -1
+    nothing = numba.float32(0.0)
+    kept = (0, nothing, -1, nothing, -1)
     for t in range(n0 + n1 + n2):
         if t < n0:
             i = b0 + t
@@ -453,9 +462,8 @@ def _scan_block(cell_agent, cell_x, cell_y, cell_start, dist, index, env, agent,
             i = b1 + (t - n0)
         else:
             i = b2 + (t - n0 - n1)
-        filled, worst_d2, worst = _offer(cell_agent, cell_x, cell_y, dist, index, env, agent, i, x, y, slots, filled,
-                                         worst_d2, worst)
-    return filled, worst_d2, worst
+        kept = _offer(cell_agent, cell_x, cell_y, dist, index, env, agent, i, x, y, slots, kept)
+    return kept
 
 
 @numba.njit
@@ -486,9 +494,9 @@ def _find_neighbors(env, agent, x, y, neighbor_distance, neighbor_index, agent_c
     x1 = min(cx + r, g - 1)
     y0 = max(cy - r, 0)
     y1 = min(cy + r, g - 1)
-    filled, worst_d2, worst = _scan_block(cell_agent, cell_x, cell_y, cell_start, dist, index, env, agent, x0, x1, y0, y1,
-                                          g, x, y, slots)
+    kept = _scan_block(cell_agent, cell_x, cell_y, cell_start, dist, index, env, agent, x0, x1, y0, y1, g, x, y, slots)
     while True:
+        filled, _, _, worst_d2, _ = kept
         if filled == others:  # seen every agent in the game
             break
         if x0 == 0 and y0 == 0 and x1 == g - 1 and y1 == g - 1:  # the grid is exhausted
@@ -526,10 +534,14 @@ def _find_neighbors(env, agent, x, y, neighbor_distance, neighbor_index, agent_c
                     a, b = cx + r, cx + r
                 if a < 0 or b >= g:
                     continue
-                filled, worst_d2, worst = _scan_cells(
-                    cell_agent, cell_x, cell_y, dist, index, env, agent,
-                    cell_start[env, row * g + a], cell_start[env, row * g + b + 1], x, y, slots,
-                    filled, worst_d2, worst)
+                kept = _scan_cells(cell_agent, cell_x, cell_y, dist, index, env, agent,
+                                   cell_start[env, row * g + a], cell_start[env, row * g + b + 1], x, y, slots, kept)
+    filled, _, first, _, last = kept
+    if slots <= 2:
+        neighbor_index[env, agent, 0] = first if filled > 0 else -1
+        if slots == 2:
+            neighbor_index[env, agent, 1] = last if filled == 2 else -1
+        return
     for s in range(slots):
         neighbor_index[env, agent, s] = index[s] if s < filled else -1
 
@@ -618,16 +630,17 @@ def _scan_k(env, agent, x, y, scan_x, scan_y, n, dist, index, slots):
     """The ``slots`` nearest other agents in the game into the sorted list ``dist, index``
     (:func:`_insert_neighbor`, the grid's); return how many were found. Candidates come in
     index order, so one that only ties the last entry never displaces it (strict ``<``)."""
-    filled = 0
+    nothing = numba.float32(0.0)
+    kept = (0, nothing, -1, nothing, -1)
     worst = numba.float32(math.inf)
     for j in range(n):
         u = numba.uint64(j)
         d2 = _distance2(scan_x[env, u], scan_y[env, u], x, y)
         if d2 < worst and j != agent:
-            filled, last_d2, _ = _insert_neighbor(dist, index, slots, filled, d2, j)
-            if filled == slots:
-                worst = last_d2
-    return filled
+            kept = _insert_neighbor(dist, index, slots, kept, d2, j)
+            if kept[0] == slots:
+                worst = kept[3]
+    return kept[0]
 
 
 @numba.njit

@@ -137,9 +137,10 @@ def test_agents_on_cell_borders():
     observe(env, pos)
 
 
-def test_exact_distance_ties():
+@pytest.mark.parametrize("k", [1, 2, 5])  # k <= 2: the list in registers
+def test_exact_distance_ties(k):
     """Agents placed symmetrically: equal float64 distances, lower index first."""
-    env = make_env(2, 1, 24, 5)
+    env = make_env(2, 1, 24, k)
     pos = np.zeros((2, 25, 2))
     c = np.array([10.0, 10.0])
     pos[:, 0] = c
@@ -149,7 +150,7 @@ def test_exact_distance_ties():
     pos[1] = pos[1, ::-1]  # the same placement, indices reversed
     obs = observe(env, pos)
     # the observer's 5 nearest: the 4 at distance 0.5 in index order, then the lowest diagonal
-    assert env.state["neighbor_index"][0, 0].tolist() == [1, 2, 3, 4, 5]
+    assert env.state["neighbor_index"][0, 0].tolist() == [1, 2, 3, 4, 5][:k]
 
 
 def test_tie_across_the_border_of_the_searched_cells():
@@ -182,6 +183,22 @@ def test_most_runners_out_and_fewer_candidates_than_k():
     slot = lambda s: slice(6 + 7 * s, 13 + 7 * s)
     assert (obs[1, 0, slot(4)] != 0).any() and (obs[1, 0, slot(5)] == 0).all()
     assert (obs[2, 0, slot(9)] != 0).any()
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_fewer_agents_in_the_game_than_k_plus_one(k):
+    """Env 0: one agent in the game (nothing to list); env 1: two for k = 2 (one found, then
+    -1); env 2: an exact tie at the k-th place, the candidates in reverse index order."""
+    env = make_env(3, 2, 10, k)
+    rng = np.random.default_rng(3)
+    pos = rng.uniform(0, env.params.grid_length, (3, 12, 2))
+    pos[2, [11, 7, 4]] = pos[2, 0] + np.array([[3.0, 4.0], [0.0, -5.0], [-4.0, 3.0]])  # all 5 from agent 0
+    in_game = np.zeros((3, 12), bool)
+    in_game[0, 5] = True
+    in_game[1, [0, 9]] = True
+    in_game[2, [0, 4, 7, 11]] = True
+    observe(env, pos, in_game)
+    assert env.state["neighbor_index"][2, 0].tolist() == [4, 7][:k]
 
 
 def test_reset_observes_through_the_search():

@@ -43,7 +43,7 @@ square with cells behind it, less margins for rounding), or when it has seen eve
 agent in the game. Candidates are ranked by ``(distance^2, index)``, so the order in
 which slots were taken (which varies on the GPU) does not change the result: it is
 exactly the brute-force one. The sorted list of the best k so far lives in a
-``scratch_row`` (thread-private memory on the GPU).
+``scratch_row`` (thread-private memory on the GPU), or for k <= 2 in registers.
 
 Observation of one agent (``6 + 7 * K + 1`` floats, ``K`` = agents observed; WarpDrive's):
 
@@ -473,9 +473,10 @@ def _find_neighbors(env, agent, x, y, neighbor_distance, neighbor_index, agent_c
     ``k = neighbor_index.shape[2]``), ordered by ``(distance^2, index)``, into
     ``neighbor_index`` (``-1`` in slots beyond the agents found).
 
-    The k-th entry and the fill count live in registers, the sorted list in a
-    ``scratch_row`` (thread-private memory on the GPU; the rows of ``neighbor_distance``
-    and ``neighbor_index`` elsewhere), touched only on an insertion. Candidates come
+    The fill count and the first and k-th entries live in registers (for k <= 2 that is
+    the whole list), the sorted list in a ``scratch_row`` (thread-private memory on the GPU;
+    the rows of ``neighbor_distance`` and ``neighbor_index`` elsewhere), touched only on an
+    insertion and only for k > 2. Candidates come
     from the 3 x 3 cells around the agent's cell, then from rings of cells further out;
     the order does not matter to the result.
     """

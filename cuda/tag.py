@@ -385,21 +385,10 @@ def _distance2(bx, by, x, y):
 
 
 @numba.njit
-def _insert_neighbor(dist, index, slots, kept, d2, o):
-    """Insert ``(d2, o)`` into the sorted list (dropping its last entry if full); return the
-    new ``kept``: ``(fill count, first d2, first index, last d2, last index)``, in registers.
-
-    For k <= 2 the first and last entries are the whole list: ``dist`` and ``index`` (thread-
-    private memory, which an insertion would read and write) stay untouched. For k > 2 the
-    list is in them, and the first entry in ``kept`` is not kept up to date."""
-    filled, first_d2, first, _, _ = kept
+def _insert_sorted(dist, index, slots, filled, d2, o):
+    """Insert ``(d2, o)`` into the sorted list of ``filled`` entries (dropping the last
+    one if full); return the new fill count and the new last entry ``(d2, index)``."""
     grown = filled + 1 if filled < slots else slots
-    if slots <= 2:
-        if filled > 0 and (first_d2 < d2 or (first_d2 == d2 and first < o)):
-            return grown, first_d2, first, d2, o  # the new second (k = 2 only)
-        if filled > 0 and slots == 2:
-            return grown, d2, o, first_d2, first  # the new first; the old one is second
-        return grown, d2, o, d2, o
     j = filled if filled < slots else slots - 1
     while j > 0:
         prev_d2 = dist[j - 1]
@@ -411,7 +400,28 @@ def _insert_neighbor(dist, index, slots, kept, d2, o):
         j -= 1
     dist[j] = d2
     index[j] = o
-    return grown, first_d2, first, dist[grown - 1], index[grown - 1]
+    return grown, dist[grown - 1], index[grown - 1]
+
+
+@numba.njit
+def _insert_neighbor(dist, index, slots, kept, d2, o):
+    """The grid's insertion of ``(d2, o)``; return the new ``kept``: ``(fill count, first d2,
+    first index, last d2, last index)``, in registers.
+
+    For k <= 2 the first and last entries are the whole list: ``dist`` and ``index`` (thread-
+    private memory, which an insertion would read and write) stay untouched. For k > 2 the
+    list is in them (:func:`_insert_sorted`), and the first entry in ``kept`` is not kept up
+    to date."""
+    filled, first_d2, first, _, _ = kept
+    grown = filled + 1 if filled < slots else slots
+    if slots <= 2:
+        if filled > 0 and (first_d2 < d2 or (first_d2 == d2 and first < o)):
+            return grown, first_d2, first, d2, o  # the new second (k = 2 only)
+        if filled > 0 and slots == 2:
+            return grown, d2, o, first_d2, first  # the new first; the old one is second
+        return grown, d2, o, d2, o
+    filled, last_d2, last = _insert_sorted(dist, index, slots, filled, d2, o)
+    return filled, first_d2, first, last_d2, last
 
 
 @numba.njit
@@ -629,19 +639,18 @@ def _scan_two(env, agent, x, y, scan_x, scan_y, n):
 @numba.njit
 def _scan_k(env, agent, x, y, scan_x, scan_y, n, dist, index, slots):
     """The ``slots`` nearest other agents in the game into the sorted list ``dist, index``
-    (:func:`_insert_neighbor`, the grid's); return how many were found. Candidates come in
-    index order, so one that only ties the last entry never displaces it (strict ``<``)."""
-    nothing = numba.float32(0.0)
-    kept = (0, nothing, -1, nothing, -1)
+    (:func:`_insert_sorted`, as the grid's for k > 2); return how many were found. Candidates
+    come in index order, so one that only ties the last entry never displaces it (strict ``<``)."""
+    filled = 0
     worst = numba.float32(math.inf)
     for j in range(n):
         u = numba.uint64(j)
         d2 = _distance2(scan_x[env, u], scan_y[env, u], x, y)
         if d2 < worst and j != agent:
-            kept = _insert_neighbor(dist, index, slots, kept, d2, j)
-            if kept[0] == slots:
-                worst = kept[3]
-    return kept[0]
+            filled, last_d2, _ = _insert_sorted(dist, index, slots, filled, d2, j)
+            if filled == slots:
+                worst = last_d2
+    return filled
 
 
 @numba.njit

@@ -322,7 +322,8 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
         with torch.no_grad():
             for g in groups:
                 agents_by_group[g].advantage(batch)
-        lr_now = cfg.algo.lr * (annealed(frames_done - batch.numel(), cfg.env.total_frames) if cfg.algo.anneal_lr else 1.0)
+        left = annealed(frames_done - batch.numel(), cfg.env.total_frames) if cfg.algo.anneal_lr else 1.0
+        lr_now = cfg.algo.lr * left
         set_lr(optimizer, lr_now)
         buffer.empty()
         buffer.extend(without_next_observations(batch, groups).reshape(-1))

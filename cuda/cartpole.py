@@ -3,8 +3,8 @@
 Physics runs in float64 (as gymnasium does) on float32 state, so a step agrees
 with gymnasium's from the same state to float32 rounding.
 
-Layout of ``observation[env, 0]``: cart position, cart velocity, pole angle,
-pole angular velocity.
+The state is ``kinematics[env, 0]``: cart position, cart velocity, pole angle, pole
+angular velocity; each step and reset writes it, and a copy of it as the observation.
 """
 import math
 
@@ -16,23 +16,24 @@ __all__ = ["reset_cartpole", "step_cartpole"]
 
 
 @numba.njit
-def reset_cartpole(env, agent, seed, episode, observation):
+def reset_cartpole(env, agent, seed, episode, kinematics, observation):
     """Every state variable uniform in ``[-0.05, 0.05)``."""
     for i in range(4):
-        observation[env, agent, i] = uniform(seed, env, episode[env], 0, agent, i) * 0.1 - 0.05
+        kinematics[env, agent, i] = uniform(seed, env, episode[env], 0, agent, i) * 0.1 - 0.05
+        observation[env, agent, i] = kinematics[env, agent, i]
 
 
 @numba.njit
 def step_cartpole(
-    env, agent, step_count, action, observation, reward, done, terminated, truncated,
+    env, agent, step_count, action, kinematics, observation, reward, done, terminated, truncated,
     gravity, masscart, masspole, length, force_mag, tau, x_threshold,
     theta_threshold_radians, max_steps,
 ):
     """One Euler step; action 1 pushes right, anything else pushes left."""
-    x = numba.float64(observation[env, agent, 0])
-    x_dot = numba.float64(observation[env, agent, 1])
-    theta = numba.float64(observation[env, agent, 2])
-    theta_dot = numba.float64(observation[env, agent, 3])
+    x = numba.float64(kinematics[env, agent, 0])
+    x_dot = numba.float64(kinematics[env, agent, 1])
+    theta = numba.float64(kinematics[env, agent, 2])
+    theta_dot = numba.float64(kinematics[env, agent, 3])
     force = force_mag if action[env, agent] == 1 else -force_mag
     total_mass = masspole + masscart
     polemass_length = masspole * length
@@ -47,10 +48,12 @@ def step_cartpole(
     x_dot = x_dot + tau * xacc
     theta = theta + tau * theta_dot
     theta_dot = theta_dot + tau * thetaacc
-    observation[env, agent, 0] = x
-    observation[env, agent, 1] = x_dot
-    observation[env, agent, 2] = theta
-    observation[env, agent, 3] = theta_dot
+    kinematics[env, agent, 0] = x
+    kinematics[env, agent, 1] = x_dot
+    kinematics[env, agent, 2] = theta
+    kinematics[env, agent, 3] = theta_dot
+    for i in range(4):
+        observation[env, agent, i] = kinematics[env, agent, i]
     term = x < -x_threshold or x > x_threshold or theta < -theta_threshold_radians or theta > theta_threshold_radians
     trunc = step_count[env] >= max_steps
     reward[env, agent] = 1.0

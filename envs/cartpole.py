@@ -13,7 +13,8 @@ from torchrl.data import Categorical
 
 from torchrl_warp.cuda.cartpole import reset_cartpole, step_cartpole
 from torchrl_warp.env import WarpEnv
-from torchrl_warp.layout import Layout
+from torchrl_warp.layout import Field, Layout
+from torchrl_warp.params import Param
 
 __all__ = ["CartPoleEnv"]
 
@@ -27,31 +28,28 @@ class CartPoleEnv(WarpEnv):
     A single-agent env: keys sit at the root; one GPU thread per env, many envs per block.
     """
 
-    defaults = {
-        "gravity": 9.8,
-        "masscart": 1.0,
-        "masspole": 0.1,
-        "length": 0.5,
-        "force_mag": 10.0,
-        "tau": 0.02,
-        "x_threshold": 2.4,
-        "theta_threshold_radians": 12 * 2 * math.pi / 360,
-        "max_steps": 500,
+    parameters = {
+        "gravity": Param(9.8, "gravitational acceleration (m/s^2)", ge=0),
+        "masscart": Param(1.0, "mass of the cart (kg)", gt=0),
+        "masspole": Param(0.1, "mass of the pole (kg)", gt=0),
+        "length": Param(0.5, "half the pole's length (m)", gt=0),
+        "force_mag": Param(10.0, "force of a push (N)", ge=0),
+        "tau": Param(0.02, "seconds per step (Euler integration)", gt=0),
+        "x_threshold": Param(2.4, "terminated when the cart leaves [-x_threshold, x_threshold] (m)", gt=0),
+        "theta_threshold_radians": Param(12 * 2 * math.pi / 360, "terminated when the pole tilts further (rad)",
+                                         gt=0),
+        "max_steps": Param(500, "truncated after this many steps", ge=1),
     }
-
-    def _check_params(self, p):
-        for name in ("masscart", "masspole", "length", "tau", "x_threshold", "theta_threshold_radians"):
-            if getattr(p, name) <= 0:
-                raise ValueError(f"CartPoleEnv: {name} must be > 0, got {getattr(p, name)}")
-        if p.max_steps < 1:
-            raise ValueError(f"CartPoleEnv: max_steps must be >= 1, got {p.max_steps}")
 
     def _layout(self, p):
         return Layout(
             groups=None,
             observation_shape=(4,),
             action_spec=Categorical(2),
-            fields=[],
+            # the cart's own state (x, x_dot, theta, theta_dot): the observation handed out is a
+            # copy, so a caller that edits it cannot change the next step
+            fields=[Field("kinematics", (4,), per_agent=True)],
             reset=(reset_cartpole,),
             step=(step_cartpole,),
+            outputs_from_state=True,
         )

@@ -16,10 +16,13 @@ from torchrl.data import MultiCategorical
 from torchrl_warp.cuda import tag as kernels
 from torchrl_warp.env import WarpEnv
 from torchrl_warp.layout import Field, Layout
+from torchrl_warp.params import Param
 
 __all__ = ["TagEnv", "action_table", "neighbor_search", "NEIGHBOR_SEARCHES", "SCAN_MAX_AGENTS", "SCAN_MAX_K",
            "GRID_MAX_REGISTERS"]
 
+#: the most acceleration or turn levels (each is an entry of a lookup table)
+LEVELS_MAX = 1 << 16
 #: values of ``TagEnv(neighbor_search=...)``
 NEIGHBOR_SEARCHES = ("auto", "grid", "scan")
 #: ``"auto"`` scans every agent when an env has at most this many agents and each observes
@@ -89,48 +92,36 @@ class TagEnv(WarpEnv):
     ``env.state``; those of the search not used are empty.
     """
 
-    defaults = {
-        "num_taggers": 10,
-        "num_runners": 100,
-        "grid_length": 20.0,
-        "episode_length": 500,
-        "max_speed": 1.0,
-        "max_acceleration": 0.1,
-        "max_turn": 2.356,
-        "num_acceleration_levels": 20,
-        "num_turn_levels": 20,
-        "skill_level_tagger": 1.0,
-        "skill_level_runner": 1.0,
-        "num_other_agents_observed": 10,
-        "use_full_observation": False,
-        "neighbor_search": "auto",
-        "egocentric_observation": False,
-        "tagging_distance": 0.02,
-        "tag_reward_for_tagger": 10.0,
-        "tag_penalty_for_runner": -10.0,
-        "step_penalty_for_tagger": 0.0,
-        "step_reward_for_runner": 0.0,
-        "edge_hit_penalty": 0.0,
-        "end_of_game_reward_for_runner": 1.0,
-        "runner_exits_game_after_tagged": True,
+    parameters = {
+        "num_taggers": Param(10, "agents of the group 'taggers' (kernel indices first)", ge=1),
+        "num_runners": Param(100, "agents of the group 'runners'", ge=1),
+        "grid_length": Param(20.0, "side of the square world [0, grid_length]^2", gt=0),
+        "episode_length": Param(500, "steps before the episode is truncated", ge=1),
+        "max_speed": Param(1.0, "speeds are clipped to [0, max_speed]", gt=0),
+        "max_acceleration": Param(0.1, "the largest acceleration an action picks", ge=0),
+        "max_turn": Param(2.356, "the largest turn an action picks (rad)", ge=0),
+        "num_acceleration_levels": Param(20, "accelerations in [-max, max] (plus the no-op index 0)",
+                                         ge=1, le=LEVELS_MAX, table=4),
+        "num_turn_levels": Param(20, "turns in [-max, max] (plus the no-op index 0)", ge=1, le=LEVELS_MAX, table=4),
+        "skill_level_tagger": Param(1.0, "taggers' top speed is max_speed times this", gt=0),
+        "skill_level_runner": Param(1.0, "runners' top speed is max_speed times this", gt=0),
+        "num_other_agents_observed": Param(10, "k: each agent observes its k nearest others", ge=1),
+        "use_full_observation": Param(False, "observe every other agent instead of the k nearest"),
+        "neighbor_search": Param("auto", "how the k nearest are found (same result, different speed)",
+                                 choices=NEIGHBOR_SEARCHES),
+        "egocentric_observation": Param(False, "positions and velocities in each agent's own frame"),
+        "tagging_distance": Param(0.02, "a runner this close (times grid_length) to a tagger is tagged", ge=0),
+        "tag_reward_for_tagger": Param(10.0, "a tagger's reward per runner it tags"),
+        "tag_penalty_for_runner": Param(-10.0, "a runner's reward when it is tagged"),
+        "step_penalty_for_tagger": Param(0.0, "each tagger's reward every step it moves"),
+        "step_reward_for_runner": Param(0.0, "every runner's reward each step in the game"),
+        "edge_hit_penalty": Param(0.0, "reward for hitting the world's edge", le=0),
+        "end_of_game_reward_for_runner": Param(1.0, "reward of each runner in the game at the last step"),
+        "runner_exits_game_after_tagged": Param(True, "a tagged runner leaves the game"),
     }
 
     def _check_params(self, p):
-        positive = ("num_taggers", "num_runners", "grid_length", "episode_length", "max_speed",
-                    "num_acceleration_levels", "num_turn_levels", "skill_level_tagger",
-                    "skill_level_runner", "num_other_agents_observed")
-        for name in positive:
-            if getattr(p, name) <= 0:
-                raise ValueError(f"TagEnv: {name} must be > 0, got {getattr(p, name)}")
-        for name in ("max_acceleration", "max_turn", "tagging_distance"):
-            if getattr(p, name) < 0:
-                raise ValueError(f"TagEnv: {name} must be >= 0, got {getattr(p, name)}")
-        if p.edge_hit_penalty > 0:
-            raise ValueError(f"TagEnv: edge_hit_penalty must be <= 0, got {p.edge_hit_penalty}")
         n = p.num_taggers + p.num_runners
-        if p.neighbor_search not in NEIGHBOR_SEARCHES:
-            raise ValueError(f"TagEnv: neighbor_search must be one of {', '.join(NEIGHBOR_SEARCHES)}, "
-                             f"got {p.neighbor_search!r}")
         if not p.use_full_observation and p.num_other_agents_observed >= n:
             raise ValueError(
                 f"TagEnv: num_other_agents_observed (k={p.num_other_agents_observed}) must be "
@@ -146,7 +137,7 @@ class TagEnv(WarpEnv):
         # the k-nearest search's grid: G x G cells per env (none without the grid)
         g = kernels.cells_per_side(n) if grid else 1
         cells = g * g if grid else 0
-        scratch = n if grid else 0
+        grid_agents = n if grid else 0
         scanned = n if search == "scan" else 0
         agent = dict(per_agent=True)
         # tuples are phases that run back to back, no barrier between; the done flags (env's
@@ -182,23 +173,23 @@ class TagEnv(WarpEnv):
                 Field("tag_count", dtype=torch.int32, **agent),
                 Field("runners_left", dtype=torch.int32),
                 # scratch space of the k-nearest search: the sorted list of each agent
-                Field("neighbor_distance", (0 if full else k,), torch.float32, **agent),
-                Field("neighbor_index", (0 if full else k,), torch.int32, **agent),
+                Field("neighbor_distance", (0 if full else k,), torch.float32, scratch=True, **agent),
+                Field("neighbor_index", (0 if full else k,), torch.int32, scratch=True, **agent),
                 # the scan's positions (NaN: out of the game), [E, N] (or [E, 0])
-                Field("scan_x", (scanned,)),
-                Field("scan_y", (scanned,)),
+                Field("scan_x", (scanned,), scratch=True),
+                Field("scan_y", (scanned,), scratch=True),
                 # scratch space of the grid (cuda/tag.py): agents per cell, per row of cells,
                 # where each cell's agents begin in cell_agent (+ the total at the end), the
                 # agents in the game sorted by cell and their positions, each agent's cell
                 # (-1: out of the game) and slot in it
-                Field("cell_count", (cells,), torch.int32),
-                Field("row_count", (g if grid else 0,), torch.int32),
-                Field("cell_start", (cells + (1 if grid else 0),), torch.int32),
-                Field("cell_agent", (scratch,), torch.int32),
-                Field("cell_x", (scratch,)),
-                Field("cell_y", (scratch,)),
-                Field("agent_cell", (scratch,), torch.int32),  # [E, N] (or [E, 0]: same ndim)
-                Field("agent_slot", (scratch,), torch.int32),
+                Field("cell_count", (cells,), torch.int32, scratch=True),
+                Field("row_count", (g if grid else 0,), torch.int32, scratch=True),
+                Field("cell_start", (cells + (1 if grid else 0),), torch.int32, scratch=True),
+                Field("cell_agent", (grid_agents,), torch.int32, scratch=True),
+                Field("cell_x", (grid_agents,), scratch=True),
+                Field("cell_y", (grid_agents,), scratch=True),
+                Field("agent_cell", (grid_agents,), torch.int32, scratch=True),  # [E, N] (or [E, 0]: same ndim)
+                Field("agent_slot", (grid_agents,), torch.int32, scratch=True),
             ],
             reset=reset,
             step=step,

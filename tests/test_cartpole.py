@@ -34,7 +34,7 @@ def test_transitions_match_gymnasium():
     env.reset()
     states = random_states(rng, N)
     actions = rng.integers(0, 2, N)
-    env.state["observation"][:, 0].copy_(torch.from_numpy(states))
+    env.state["kinematics"][:, 0].copy_(torch.from_numpy(states))  # the state field, not the output
     out = env.step(env.full_action_spec.zero().set("action", torch.from_numpy(actions)))["next"]
 
     ref = gym.make("CartPole-v1").unwrapped

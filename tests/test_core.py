@@ -314,8 +314,10 @@ def test_names_that_would_shadow_the_drivers_are_rejected(reserved):
     from torchrl_warp import Layout
     from torchrl_warp.cuda.cartpole import reset_cartpole
 
+    from torchrl_warp.params import Param
+
     class Shadowing(WarpEnv):
-        defaults = {reserved: 1.0}
+        parameters = {reserved: Param(1.0, "a name the drivers use")}
 
         def _layout(self, p):
             return Layout(None, (4,), Categorical(2), [], (reset_cartpole,), (reset_cartpole,))
@@ -326,7 +328,10 @@ def test_names_that_would_shadow_the_drivers_are_rejected(reserved):
 
 def test_a_parameter_may_not_also_be_a_state_field():
     with pytest.raises(ValueError, match="'pos' is both a state field and a parameter"):
-        type("PosTag", (TagEnv,), {"defaults": {**TagEnv.defaults, "pos": 1.0}})(num_envs=1)
+        from torchrl_warp.params import Param
+
+        type("PosTag", (TagEnv,), {"parameters": {**TagEnv.parameters, "pos": Param(1.0, "shadows a field")}})(
+            num_envs=1)
 
 
 def test_unchecked_actions_skip_the_value_check():

@@ -249,14 +249,17 @@ def test_start_distribution():
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [
-        (dict(num_runners=0), ValueError, "num_runners must be > 0"),
-        (dict(grid_length=-1.0), ValueError, "grid_length must be > 0"),
+        (dict(num_runners=0), ValueError, r"'num_runners' must be an int in \[1, 2147483647\], got 0"),
+        (dict(grid_length=-1.0), ValueError, "'grid_length' must be a float > 0, got -1.0"),
+        (dict(grid_length=float("nan")), ValueError, "'grid_length' must be a finite float, got nan"),
+        (dict(episode_length=2**40), ValueError, "'episode_length' must be an int in"),
+        (dict(num_acceleration_levels=10**8), ValueError, r"'num_acceleration_levels' must be an int in \[1, 65536\]"),
         (dict(num_taggers=2, num_runners=3, num_other_agents_observed=5), ValueError, "must be < the number of agents"),
-        (dict(edge_hit_penalty=0.5), ValueError, "edge_hit_penalty must be <= 0"),
+        (dict(edge_hit_penalty=0.5), ValueError, "'edge_hit_penalty' must be a float <= 0, got 0.5"),
         (dict(num_runner=3), TypeError, "unknown parameter.*'num_runner'"),
         (dict(num_runners=3.5), TypeError, "'num_runners' must be an int"),
         (dict(use_full_observation=1), TypeError, "'use_full_observation' must be a bool"),
-        (dict(neighbor_search="brute"), ValueError, "neighbor_search must be one of auto, grid, scan, got 'brute'"),
+        (dict(neighbor_search="brute"), ValueError, "'neighbor_search' must be one of 'auto', 'grid', 'scan', got 'brute'"),
     ],
 )
 def test_invalid_parameters_are_rejected(kwargs, error, match):

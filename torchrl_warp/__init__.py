@@ -13,6 +13,7 @@ Examples:
 from torchrl_warp.codegen import KernelSpec
 from torchrl_warp.env import WarpEnv
 from torchrl_warp.layout import Field, Layout
+from torchrl_warp.params import Param
 
-__all__ = ["WarpEnv", "Field", "Layout", "KernelSpec"]
+__all__ = ["WarpEnv", "Field", "Layout", "KernelSpec", "Param"]
 __version__ = "0.1.0"

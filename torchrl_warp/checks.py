@@ -1,4 +1,4 @@
-"""Input validation: devices, memory, parameters and actions.
+"""Input validation: devices, memory, seeds, masks and actions (parameters: :mod:`~torchrl_warp.params`).
 
 Every check raises an error that names the offending thing and what was expected,
 before anything is written into an environment's state.
@@ -6,16 +6,18 @@ before anything is written into an environment's state.
 Examples:
     >>> resolve_device("cpu")
     device(type='cpu')
-    >>> check_params("TagEnv", {"k": 3}, {"k": 4.0})
+    >>> check_seed("TagEnv", -1)
     Traceback (most recent call last):
     ...
-    TypeError: TagEnv: parameter 'k' must be an int, got 4.0 (float)
+    ValueError: TagEnv: seed must be an int in [0, 2**64 - 1] or None, got -1
 """
 from __future__ import annotations
 
+import numbers
+
 import torch
 
-__all__ = ["resolve_device", "check_memory", "check_params", "check_action"]
+__all__ = ["resolve_device", "check_memory", "check_seed", "check_mask", "check_flag", "check_action"]
 
 
 def resolve_device(device) -> torch.device:
@@ -53,43 +55,53 @@ def _free_bytes(device: torch.device) -> int | None:
     return None
 
 
-def check_memory(env_name: str, needed: int, device: torch.device, what: str) -> None:
+def check_memory(env_name: str, needed: int, device: torch.device, what: str,
+                 contents: str = "state plus one step of outputs", advice: str = "use fewer environments or agents") -> None:
     """Raise ``MemoryError`` if ``needed`` bytes will not fit in ``device``'s free memory."""
     free = _free_bytes(device)
     if free is not None and needed > 0.9 * free:
         gib = 1024**3
         raise MemoryError(
-            f"{env_name}({what}) needs about {needed / gib:.2f} GiB on {device} (state plus "
-            f"one step of outputs) but only {free / gib:.2f} GiB is free: use fewer "
-            f"environments or agents"
+            f"{env_name}({what}) needs about {needed / gib:.2f} GiB on {device} ({contents}) "
+            f"but only {free / gib:.2f} GiB is free: {advice}"
         )
 
 
-def check_params(env_name: str, defaults: dict, given: dict) -> dict:
-    """Merge ``given`` into ``defaults``, rejecting unknown names and wrong types."""
-    unknown = sorted(set(given) - set(defaults))
-    if unknown:
-        raise TypeError(
-            f"{env_name} got unknown parameter(s) {', '.join(map(repr, unknown))}; "
-            f"valid parameters: {', '.join(sorted(defaults))}"
-        )
-    merged = dict(defaults)
-    for name, value in given.items():
-        kind = type(defaults[name])
-        ok = (
-            isinstance(value, bool)
-            if kind is bool
-            else isinstance(value, (int, float)) and not isinstance(value, bool)
-            if kind is float
-            else isinstance(value, kind) and not isinstance(value, bool)
-        )
-        if not ok:
-            raise TypeError(
-                f"{env_name}: parameter {name!r} must be a{'n' if kind is int else ''} "
-                f"{kind.__name__}, got {value!r} ({type(value).__name__})"
-            )
-        merged[name] = kind(value)
-    return merged
+#: seeds are ints in [0, SEED_MAX]: the counter-based RNG takes 64 bits
+SEED_MAX = 2**64 - 1
+
+
+def check_seed(owner: str, seed) -> int | None:
+    """``seed`` as an int in ``[0, 2**64 - 1]`` (``None`` stays ``None``: draw one), or an error."""
+    if seed is None:
+        return None
+    if not isinstance(seed, numbers.Integral) or isinstance(seed, bool):
+        raise TypeError(f"{owner}: seed must be an int in [0, 2**64 - 1] or None, got {seed!r} "
+                        f"({type(seed).__name__})")
+    if not 0 <= int(seed) <= SEED_MAX:
+        raise ValueError(f"{owner}: seed must be an int in [0, 2**64 - 1] or None, got {seed!r}")
+    return int(seed)
+
+
+def check_flag(owner: str, name: str, value) -> bool:
+    """``value`` if it is a bool, else a ``TypeError`` naming ``name``."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{owner}: {name} must be True or False, got {value!r} ({type(value).__name__})")
+    return value
+
+
+def check_mask(key, value, shapes: list[tuple], device) -> torch.Tensor:
+    """A bool mask (``"_reset"``, ``"_step"``, ``"done"``) of one of ``shapes``, on ``device``."""
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"mask {key!r} must be a torch.Tensor, got {type(value).__name__}")
+    if value.dtype != torch.bool:
+        raise TypeError(f"mask {key!r} must be a bool tensor, got dtype {value.dtype}")
+    if tuple(value.shape) not in shapes:
+        raise ValueError(f"mask {key!r} has shape {tuple(value.shape)}, expected one of "
+                         f"{', '.join(map(str, shapes))}")
+    if value.device != torch.device(device):
+        raise ValueError(f"mask {key!r} is on device {value.device}, expected {device}")
+    return value
 
 
 def check_action(key, value, spec, device, check_values: bool) -> None:

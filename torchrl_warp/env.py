@@ -22,15 +22,14 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl.envs import EnvBase
 
 from torchrl_warp.backends import make_backend
-from torchrl_warp.checks import check_action, check_memory, check_params, resolve_device
+from torchrl_warp.checks import check_action, check_flag, check_mask, check_memory, check_seed, resolve_device
 from torchrl_warp.codegen import BUILTIN_ARGUMENTS, DRIVER_NAMES, KernelSpec
 from torchrl_warp.layout import DONE_KEYS, Layout
 from torchrl_warp.outputs import OUTPUT_FIELDS, Outputs
+from torchrl_warp.params import Param, check_params, table_bytes
 from torchrl_warp.specs import action_views, build_specs
 
 __all__ = ["WarpEnv"]
-
-_SEED_MASK = (1 << 64) - 1
 
 
 class WarpEnv(EnvBase):
@@ -46,15 +45,27 @@ class WarpEnv(EnvBase):
             the device, so switch it off for full speed (kernels clamp indices anyway).
         cuda_graphs: on the CUDA backend, replay each kernel launch from a captured
             CUDA graph instead of launching it from Python (same kernel, less overhead).
-        seed: the RNG seed; ``None`` draws one from torch's global generator.
-        **params: the environment's parameters (see its ``defaults``); unknown
-            names and wrong types raise ``TypeError``, invalid values ``ValueError``.
+        seed: the RNG seed, an int in ``[0, 2**64 - 1]``; ``None`` draws one from
+            torch's global generator.
+        **params: the environment's parameters (see its ``parameters``); unknown
+            names and wrong types raise ``TypeError``, values outside their range ``ValueError``.
 
-    Subclasses set ``defaults`` (parameter name -> default value) and implement
-    ``_check_params(p)`` (raise ``ValueError`` on bad values) and ``_layout(p)``.
+    Every argument is checked before anything is allocated. Subclasses declare
+    ``parameters`` (name -> :class:`~torchrl_warp.params.Param`: default, range, doc),
+    implement ``_layout(p)``, and may implement ``_check_params(p)`` for rules that
+    tie several parameters together (raise ``ValueError``). ``defaults`` (name ->
+    default) is derived from ``parameters``.
     """
 
+    parameters: dict[str, Param] = {}
     defaults: dict = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "defaults" in cls.__dict__:
+            raise TypeError(f"{cls.__name__}: declare parameters as `parameters = {{name: Param(default, doc, "
+                            f"...)}}` (torchrl_warp.params); `defaults` is derived from them")
+        cls.defaults = {name: p.default for name, p in cls.parameters.items()}
 
     def __init__(
         self,
@@ -70,9 +81,15 @@ class WarpEnv(EnvBase):
         name = type(self).__name__
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"{name}: num_envs must be a positive int, got {num_envs!r}")
-        self.params = SimpleNamespace(**check_params(name, self.defaults, params))
+        check_flag(name, "check_actions", check_actions)
+        check_flag(name, "cuda_graphs", cuda_graphs)
+        seed = check_seed(name, seed)
+        values = check_params(name, self.parameters, params)
+        self.params = SimpleNamespace(**values)
         self._check_params(self.params)
         device = resolve_device(device)
+        check_memory(name, table_bytes(self.parameters, values), device, f"num_envs={num_envs}",
+                     contents="lookup tables of its parameters", advice="use smaller parameters")
         super().__init__(device=device, batch_size=[num_envs])
         self.num_envs = num_envs
         self.check_actions = check_actions
@@ -86,7 +103,8 @@ class WarpEnv(EnvBase):
             for kind in ("reset", "step")
         }
         self._check_kernel_names([f.name for f in fields])
-        needed = sum(f.nbytes(num_envs, self.num_agents) for f in fields)
+        needed = sum(f.nbytes(num_envs, self.num_agents) for f in fields) + sum(
+            v.numel() * v.element_size() for v in self.layout.constants.values() if isinstance(v, torch.Tensor))
         check_memory(name, 2 * needed, device, f"num_envs={num_envs}, {self.num_agents} agents per env")
 
         self._backend = make_backend(backend, device, cuda_graphs)
@@ -209,9 +227,12 @@ class WarpEnv(EnvBase):
                                      for name, arg in zip(spec.arguments, self._args[kind]))
 
     def _set_seed(self, seed: int | None) -> None:
+        """Seeds are ints in ``[0, 2**64 - 1]`` (``None``: drawn from torch's generator); a
+        rejected seed changes nothing. A new seed restarts the episode counters."""
+        seed = check_seed(type(self).__name__, seed)
         if seed is None:
             seed = int(torch.randint(0, 2**62, (1,)).item())
-        self._seed = int(seed) & _SEED_MASK
+        self._seed = seed
         self.state["episode"].zero_()
         self._backend.forget_graphs()  # captured launches hold the old seed
         self._args = {kind: self._kernel_args(spec) for kind, spec in self._kernels.items()}
@@ -224,6 +245,8 @@ class WarpEnv(EnvBase):
                 raise KeyError(f"the input tensordict has no action {key!r}; expected {self._action_specs[key]}")
             check_action(key, value, self._action_specs[key], self.device, self.check_actions)
         partial = tensordict.get("_step", None)
+        if partial is not None:
+            check_mask("_step", partial, self._env_mask_shapes, self.device)
         for key, value in actions:
             self._actions[key].copy_(value)
         if partial is None:
@@ -257,14 +280,20 @@ class WarpEnv(EnvBase):
             return None
         root = tensordict.get("_reset", None)
         if root is not None:
-            return root.reshape(self.num_envs)
+            return check_mask("_reset", root, self._env_mask_shapes, self.device).reshape(self.num_envs)
         mask = None
-        for group in self.layout.groups or ():
+        for group, n in (self.layout.groups or {}).items():
             r = tensordict.get((group, "_reset"), None)
             if r is not None:
-                r = r.reshape(self.num_envs, -1).any(-1)
+                shapes = self._env_mask_shapes + [(self.num_envs, n), (self.num_envs, n, 1)]
+                r = check_mask((group, "_reset"), r, shapes, self.device).reshape(self.num_envs, -1).any(-1)
                 mask = r if mask is None else mask | r
         return mask
+
+    @property
+    def _env_mask_shapes(self) -> list[tuple]:
+        """The shapes a per-env mask may have: ``[num_envs]`` or ``[num_envs, 1]``."""
+        return [(self.num_envs,), (self.num_envs, 1)]
 
     def maybe_reset(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Reset the envs whose root ``"done"`` is set, without a host-device sync.
@@ -277,6 +306,7 @@ class WarpEnv(EnvBase):
         done = tensordict.get("done", None)
         if done is None:
             return super().maybe_reset(tensordict)
+        check_mask("done", done, self._env_mask_shapes, self.device)
         self._masks["reset"].copy_(done.reshape(self.num_envs))
         self._launch("reset")
         tensordict.update(self._outputs.hand_out(with_reward=False))

@@ -34,12 +34,16 @@ class Field:
         shape: trailing shape of one element (``()`` for a scalar).
         dtype: torch dtype.
         per_agent: ``[num_envs, num_agents, *shape]`` if True, else ``[num_envs, *shape]``.
+        scratch: working space of a kernel (a search's sorted lists, a grid), not part of
+            the env's state proper: it may hold sentinels (NaN, infinities) between steps,
+            and checks of the state (:mod:`~torchrl_warp.soak`) leave it out.
     """
 
     name: str
     shape: tuple = ()
     dtype: torch.dtype = torch.float32
     per_agent: bool = False
+    scratch: bool = False
 
     def full_shape(self, num_envs: int, num_agents: int) -> tuple:
         lead = (num_envs, num_agents) if self.per_agent else (num_envs,)

@@ -1,0 +1,25 @@
+"""Every environment of the package at test sizes: the tests that every env must pass
+(outputs that are the caller's, refusals that change nothing, the soak) run over these.
+
+A new environment adds its entries here.
+"""
+from torchrl_warp.envs import CartPoleEnv, TagEnv
+
+#: name -> (class, constructor kwargs), tiny enough for the CUDA simulator
+ENVS = {
+    "cartpole": (CartPoleEnv, dict(num_envs=3)),
+    "tag_scan": (TagEnv, dict(num_envs=2, num_taggers=2, num_runners=3, num_other_agents_observed=2,
+                              neighbor_search="scan", episode_length=8)),
+    "tag_grid": (TagEnv, dict(num_envs=2, num_taggers=2, num_runners=4, num_other_agents_observed=3,
+                              neighbor_search="grid", episode_length=8)),
+    "tag_full": (TagEnv, dict(num_envs=2, num_taggers=1, num_runners=3, use_full_observation=True,
+                              egocentric_observation=True, episode_length=8)),
+}
+
+#: every env class (for checks on the declarations themselves)
+ENV_CLASSES = sorted({cls for cls, _ in ENVS.values()}, key=lambda c: c.__name__)
+
+
+def make(name, **overrides):
+    cls, kwargs = ENVS[name]
+    return cls(**{**kwargs, **overrides})

@@ -1,0 +1,87 @@
+"""What an env hands out is the caller's: editing it in place never changes the env.
+
+Two envs with the same seed take the same actions; after every call the caller of the
+second edits every tensor it was handed (NaN into floats, flipped flags, shifted ints:
+what a transform, a normaliser or a buggy policy might do). Every later output and
+every state field must stay equal to the untouched env's.
+"""
+import pytest
+import torch
+from tensordict import TensorDict
+
+from all_envs import ENVS, make
+from conftest import SIM
+from policies import pre_drawn_policy
+from torchrl_warp.outputs import OUTPUT_FIELDS
+
+STEPS = 6 if SIM else 40
+
+
+def poison(td):
+    for value in td.values(True, True):
+        if value.dtype == torch.bool:
+            value.logical_not_()
+        elif value.is_floating_point():
+            value.fill_(float("nan"))
+        else:
+            value.add_(7)
+
+
+def assert_same(a, b, what):
+    assert set(a.keys(True, True)) == set(b.keys(True, True)), what
+    for key in a.keys(True, True):
+        assert torch.equal(a[key], b[key]), f"{what}: {key} differs after the caller edited its outputs"
+
+
+def assert_same_state(clean, edited, what):
+    for name, value in clean.state.items():
+        if name not in OUTPUT_FIELDS:
+            assert torch.equal(value, edited.state[name]), f"{what}: state field {name!r} differs"
+
+
+def actions(env, policy):
+    return policy(TensorDict(batch_size=env.batch_size, device=env.device))
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("name", ENVS)
+def test_edits_to_step_and_reset_outputs_do_not_reach_the_env(name):
+    clean, edited = make(name, seed=11), make(name, seed=11)
+    policy_a, policy_b = pre_drawn_policy(clean, STEPS), pre_drawn_policy(edited, STEPS)
+    a, b = clean.reset(), edited.reset()
+    assert_same(a, b, "reset")
+    poison(b)
+    for t in range(STEPS):
+        a = clean.step(actions(clean, policy_a))["next"]
+        b = edited.step(actions(edited, policy_b))["next"]
+        assert_same(a, b, f"step {t}")
+        assert_same_state(clean, edited, f"step {t}")
+        poison(b)
+        if t % 3 == 2:  # a masked reset of env 0, then a full one
+            mask = torch.zeros(clean.num_envs, 1, dtype=torch.bool)
+            mask[0] = True
+            a = clean.reset(a.exclude("reward", *[(g, "reward") for g in clean.layout.groups or ()])
+                            .set("_reset", mask))
+            b = edited.reset(b.exclude("reward", *[(g, "reward") for g in edited.layout.groups or ()])
+                             .set("_reset", mask.clone()))
+            # the env that was reset is the env's own; the others keep what the caller was handed
+            assert_same(a[:1], b[:1], f"masked reset {t}")
+            assert_same_state(clean, edited, f"masked reset {t}")
+            poison(b)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("name", ENVS)
+def test_edits_to_step_and_maybe_reset_outputs_do_not_reach_the_env(name):
+    clean, edited = make(name, seed=5), make(name, seed=5)
+    policy_a, policy_b = pre_drawn_policy(clean, STEPS), pre_drawn_policy(edited, STEPS)
+    root_a, root_b = clean.reset(), edited.reset()
+    poison(root_b)
+    for t in range(STEPS):
+        data_a, root_a = clean.step_and_maybe_reset(policy_a(root_a))
+        data_b, root_b = edited.step_and_maybe_reset(policy_b(root_b))
+        assert_same(data_a["next"], data_b["next"], f"step {t}")
+        assert_same(root_a.exclude(*clean.action_keys), root_b.exclude(*edited.action_keys), f"next root {t}")
+        assert_same_state(clean, edited, f"step {t}")
+        poison(data_b)
+        poison(root_b)

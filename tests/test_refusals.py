@@ -1,0 +1,181 @@
+"""A refused call changes nothing: random malformed inputs to ``step``, ``reset``,
+``maybe_reset``, ``set_seed`` and the constructor are refused with a clear error, and
+``env.state`` (outputs included), the seed and the kernels' arguments stay bit for bit
+as they were."""
+import random
+
+import numpy as np
+import pytest
+import torch
+from tensordict import TensorDict
+
+from all_envs import ENVS, make
+from conftest import SIM
+
+ROUNDS = 40 if SIM else 150
+REFUSED = (TypeError, ValueError, KeyError)
+
+
+def snapshot(env):
+    state = {k: v.clone() for k, v in env.state.items()}
+    return state, env._seed, env._outputs.generation, env._outputs.buffer.data_ptr()
+
+
+def assert_unchanged(env, before, what):
+    state, seed, generation, buffer = before
+    assert env._seed == seed, f"{what}: the seed changed"
+    assert env._outputs.generation == generation and env._outputs.buffer.data_ptr() == buffer, (
+        f"{what}: the env moved to a new output buffer")
+    for name, value in env.state.items():
+        old = state[name]
+        assert value.shape == old.shape and value.contiguous().view(torch.uint8).equal(old.contiguous().view(torch.uint8)), (
+            f"{what}: state field {name!r} changed")
+
+
+def valid_actions(env, rng):
+    td = env.full_action_spec.rand()
+    return TensorDict({k: td[k] for k in env.action_keys}, batch_size=env.batch_size)
+
+
+def bad_mask(env, rng, key_shape=None):
+    E = env.num_envs
+    choice = rng.randrange(5)
+    if choice == 0:
+        return torch.full((E,), rng.choice([0.3, 2.0, -1.0]))          # floats that look truthy
+    if choice == 1:
+        return torch.ones(E, dtype=rng.choice([torch.int64, torch.uint8]))
+    if choice == 2:
+        return torch.ones(E, 2, 3, dtype=torch.bool)
+    if choice == 3:
+        return torch.ones(E + 1, dtype=torch.bool)
+    return torch.ones(E, dtype=torch.bool, device="meta")
+
+
+def corrupt_actions(env, td, rng):
+    key = rng.choice(env.action_keys)
+    a = td[key]
+    choice = rng.randrange(7)
+    if choice == 0:
+        bad = a[..., :1] if a.ndim > 1 and a.shape[-1] > 1 else a.unsqueeze(-1).expand(*a.shape, 2)
+    elif choice == 1:
+        bad = a.float()
+    elif choice == 2:
+        bad = a.int()
+    elif choice == 3:
+        bad = a + 10**6
+    elif choice == 4:
+        bad = a - 10**6
+    elif choice == 5:
+        bad = a.to("meta")
+    else:
+        bad = None
+    out = td.clone()
+    if bad is None:
+        del out[key]
+        return out
+    if isinstance(key, tuple):  # a group's sub-TensorDict has the action's leading shape
+        out.set(key[0], TensorDict({key[1]: bad}, batch_size=bad.shape[:2]))
+    else:
+        out = TensorDict({key: bad}, batch_size=env.batch_size)
+    return out
+
+
+BAD_SEEDS = [-1, 1.5, "42", True, 2**64, [1], np.float64(3.0), torch.tensor(3), -(2**70)]
+
+
+def refuse(env, rng):
+    """One malformed call, picked at random; returns what it was."""
+    kind = rng.randrange(6)
+    if kind == 0:
+        td = corrupt_actions(env, valid_actions(env, rng), rng)
+        return "bad action", lambda: env.step(td)
+    if kind == 1:
+        if rng.random() < 0.5:  # valid actions, a bad mask
+            td, mask = valid_actions(env, rng), bad_mask(env, rng)
+        else:  # a valid mask, then a bad action: the mask must not be half-applied
+            td, mask = corrupt_actions(env, valid_actions(env, rng), rng), torch.ones(env.num_envs, dtype=torch.bool)
+        loose = TensorDict(batch_size=[])  # no batch size: any mask shape fits
+        for key in td.keys(True, True):
+            loose.set(key, td[key])
+        loose.set("_step", mask)
+        return "bad _step mask", lambda: env._step(loose)
+    if kind == 2:
+        mask = bad_mask(env, rng)
+        return "bad _reset", lambda: env._reset(TensorDict({"_reset": mask}, batch_size=[]))
+    if kind == 3 and env.layout.groups:
+        group = rng.choice(list(env.layout.groups))
+        mask = bad_mask(env, rng)
+        td = TensorDict({group: TensorDict({"_reset": mask}, batch_size=[])}, batch_size=[])
+        return "bad group _reset", lambda: env._reset(td)
+    if kind == 4:
+        done = bad_mask(env, rng)
+        return "bad done for maybe_reset", lambda: env.maybe_reset(TensorDict({"done": done}, batch_size=[]))
+    seed = rng.choice(BAD_SEEDS)
+    return f"bad seed {seed!r}", lambda: env.set_seed(seed)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("name", ENVS)
+def test_random_malformed_calls_are_refused_and_change_nothing(name):
+    env = make(name, seed=3)
+    env.reset()
+    rng = random.Random(name)
+    for i in range(ROUNDS):
+        if i % 10 == 9:  # move on, so refusals meet many states
+            env.step(valid_actions(env, rng))
+        before = snapshot(env)
+        what, call = refuse(env, rng)
+        with pytest.raises(REFUSED) as refused:
+            call()
+        assert refused.value.args, what
+        assert_unchanged(env, before, f"round {i}, {what}")
+
+
+@pytest.mark.parametrize("mask, match", [
+    (torch.tensor([0.3, 2.0, -1.0]), "mask '_reset' must be a bool tensor, got dtype torch.float32"),
+    (torch.ones(3, 2, 3, dtype=torch.bool), r"mask '_reset' has shape \(3, 2, 3\), expected one of \(3,\), \(3, 1\)"),
+])
+def test_reset_masks_are_named_in_the_error(mask, match):
+    env = make("cartpole")
+    env.reset()
+    with pytest.raises((TypeError, ValueError), match=match):
+        env.reset(TensorDict({"_reset": mask}, batch_size=[3]))
+
+
+def test_group_reset_of_the_wrong_shape_is_refused():
+    env = make("tag_scan")
+    env.reset()
+    with pytest.raises(ValueError, match=r"mask \('taggers', '_reset'\) has shape \(2, 2, 3\)"):
+        env._reset(TensorDict({"taggers": {"_reset": torch.ones(2, 2, 3, dtype=torch.bool)}}, batch_size=[]))
+    for shape in [(2,), (2, 1), (2, 2), (2, 2, 1)]:  # the shapes a group's reset may have
+        env._reset(TensorDict({"taggers": {"_reset": torch.ones(shape, dtype=torch.bool)}}, batch_size=[]))
+
+
+@pytest.mark.parametrize("seed", BAD_SEEDS)
+def test_a_refused_seed_leaves_the_old_one_and_the_episode_counters(seed):
+    env = make("cartpole", seed=9)
+    env.reset()
+    env.reset()
+    episodes = env.state["episode"].clone()
+    with pytest.raises((TypeError, ValueError), match="seed must be an int in"):
+        env.set_seed(seed)
+    assert env._seed == 9 and torch.equal(env.state["episode"], episodes)
+    with pytest.raises((TypeError, ValueError), match="seed must be an int in"):
+        make("cartpole", seed=seed)
+
+
+@pytest.mark.parametrize("seed", [0, 2**64 - 1, np.int64(7), np.uint64(2**63)])
+def test_every_seed_in_range_is_taken_as_it_is(seed):
+    assert make("cartpole", seed=seed)._seed == int(seed)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(check_actions="no"), TypeError, "check_actions must be True or False, got 'no'"),
+    (dict(check_actions=1), TypeError, "check_actions must be True or False"),
+    (dict(cuda_graphs=None), TypeError, "cuda_graphs must be True or False"),
+    (dict(num_envs=-3), ValueError, "num_envs must be a positive int"),
+    (dict(seed=1.7), TypeError, "seed must be an int"),
+])
+def test_bad_constructor_flags_are_refused(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        make("cartpole", **kwargs)

@@ -140,16 +140,27 @@ def main(argv=None) -> None:
     parser.add_argument("--agent-steps", type=float, default=1e7, help="stop after this many agent-steps")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                        help="an env parameter (a Python literal), e.g. num_other_agents_observed=2")
     parser.add_argument("--json", help="write the report here")
     args = parser.parse_args(argv)
+
+    import ast
 
     from torchrl_warp.envs import CartPoleEnv, TagEnv
 
     cls = {"tag": TagEnv, "cartpole": CartPoleEnv}[args.env]
-    env = cls(num_envs=args.num_envs, device=args.device, check_actions=False, seed=args.seed)
+    params = {}
+    for item in args.param:
+        name, _, value = item.partition("=")
+        try:
+            params[name] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            params[name] = value  # a plain string, e.g. neighbor_search=grid
+    env = cls(num_envs=args.num_envs, device=args.device, check_actions=False, seed=args.seed, **params)
     steps = max(1, int(args.agent_steps // (args.num_envs * env.num_agents)))
     report = soak(env, steps, seed=args.seed)
-    summary = {**asdict(report), "host_growth": report.growth(report.host_bytes),
+    summary = {**asdict(report), "num_envs": args.num_envs, "params": params, "host_growth": report.growth(report.host_bytes),
                "device_growth": report.growth(report.device_bytes), "problems": report.problems()}
     for key in ("host_bytes", "device_bytes"):
         summary[key] = summary[key][:: max(1, len(summary[key]) // 20)]

@@ -10,6 +10,8 @@ actors and critics (one set per agent group), ``ProbabilisticActor``, ``ClipPPOL
 TorchRL logger. Written to Hydra's run directory: ``train/scalars/*.csv`` (or TensorBoard
 events), ``checkpoint.pt`` (models and optimizer; ``resume=<path>`` continues from it),
 ``learning_curve.png`` and ``summary.json``.
+
+The config (every value's range: recipes/config.py) is checked before any env is built.
 """
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ from tqdm import tqdm  # noqa: E402
 
 from torchrl_warp.distributions import MultiCategoricalLogits  # noqa: E402
 from torchrl_warp.envs import CartPoleEnv, TagEnv  # noqa: E402
-from torchrl_warp.recipes.config import register  # noqa: E402
+from torchrl_warp.recipes.config import check_config, register  # noqa: E402
 from torchrl_warp.recipes.losses import LOSSES  # noqa: E402
 from torchrl_warp.recipes.metrics import (  # noqa: E402
     EpisodeTracker, count_tags, make_logger, plot_learning_curve, tags_per_episode,
@@ -254,16 +256,12 @@ def evaluate(cfg, agents, device) -> dict:
 
 def train(cfg: DictConfig, out_dir: str) -> dict:
     imports_seconds = seconds_since_launch()  # Python, torch, TorchRL, Numba, Hydra's config
+    check_config(cfg)  # every value in its range, the algo fits the env
     device = pick_device(cfg.device)
     torch.manual_seed(cfg.seed)
-    if not cfg.algo.reward_scale > 0:
-        raise ValueError(f"algo.reward_scale={cfg.algo.reward_scale} must be > 0")
     torch.set_float32_matmul_precision(cfg.algo.matmul_precision.value)
     env = make_env(cfg, device, cfg.env.num_envs, cfg.seed)
     groups = list(env.layout.groups) if env.layout.groups else [None]
-    if (groups == [None]) != (cfg.algo.name == "ppo"):
-        raise ValueError(f"algo={cfg.algo.name} does not fit env={cfg.env.name}: use ppo for single-agent "
-                         f"envs, mappo or ippo for multi-agent ones")
     # with obs_norm the stats are buffers of the networks: a resumed run loads them from the checkpoint
     obs_stats = observation_stats(env, groups, cfg.env.steps_per_batch) if cfg.algo.obs_norm else None
     agents = torch.nn.ModuleDict({g or "agent": GroupAgent(env, g, cfg.algo, device, obs_stats) for g in groups})

@@ -106,7 +106,7 @@ def test_resume_continues_from_the_checkpoint(tmp_path):
         ("+env.params.num_runner=3", "unknown parameter(s) 'num_runner'"),
         ("algo=mappo", "algo=mappo does not fit env=cartpole"),
         ("algo.matmul_precision=hihg", "Invalid value 'hihg', expected one of [highest, high, medium]"),
-        ("algo.reward_scale=0", "algo.reward_scale=0.0 must be > 0"),
+        ("algo.reward_scale=0", "algo.reward_scale must be in (0, inf), got 0.0"),
     ],
 )
 def test_bad_config_fails_loudly(tmp_path, override, message):

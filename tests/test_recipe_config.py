@@ -1,0 +1,174 @@
+"""The recipe's config is checked whole before any work: ranges, choices, algo vs env."""
+import math
+import os
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from conftest import SIM
+
+pytestmark = pytest.mark.skipif(SIM, reason="the recipe runs on the CPU backend, not in the simulator")
+
+
+def compose(*overrides):
+    """The recipe's config as ``python -m torchrl_warp.recipes.train <overrides>`` composes it."""
+    from hydra import compose as hydra_compose, initialize_config_dir
+    from torchrl_warp.recipes import train
+
+    with initialize_config_dir(config_dir=os.path.join(os.path.dirname(train.__file__), "conf"), version_base=None):
+        return hydra_compose(config_name="config", overrides=list(overrides))
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Fail if the recipe builds an env (the first piece of work of a run)."""
+    from torchrl_warp.recipes import train
+
+    def make_env(*args, **kwargs):
+        raise AssertionError("an env was built before the config was checked")
+
+    monkeypatch.setattr(train, "make_env", make_env)
+    monkeypatch.setattr(train, "Collector", make_env)
+
+
+BAD = [
+    # (override, the message's start): every one named the key, before any env was built
+    ("algo.epochs=0", "algo.epochs must be in [1, inf), got 0"),
+    ("algo.epochs=-1", "algo.epochs must be in [1, inf), got -1"),
+    ("algo.minibatch_size=0", "algo.minibatch_size must be in [1, inf), got 0"),
+    ("checkpoint_every=0", "checkpoint_every must be in [1, inf), got 0"),
+    ("env.steps_per_batch=0", "env.steps_per_batch must be in [1, inf), got 0"),
+    ("env.num_envs=0", "env.num_envs must be in [1, inf), got 0"),
+    ("eval_envs=0", "eval_envs must be in [1, inf), got 0"),
+    ("env.total_frames=-5", "env.total_frames must be in [1, inf), got -5"),
+    ("time_limit_s=-1", "time_limit_s must be in [0, inf), got -1.0"),
+    ("time_limit_s=inf", "time_limit_s must be in [0, inf), got inf"),
+    ("algo.gamma=2.0", "algo.gamma must be in [0, 1], got 2.0"),
+    ("algo.lmbda=-0.1", "algo.lmbda must be in [0, 1], got -0.1"),
+    ("algo.clip_epsilon=-0.2", "algo.clip_epsilon must be in (0, inf), got -0.2"),
+    ("algo.clip_epsilon=0", "algo.clip_epsilon must be in (0, inf), got 0.0"),
+    ("algo.lr=0", "algo.lr must be in (0, inf), got 0.0"),
+    ("algo.lr=inf", "algo.lr must be in (0, inf), got inf"),
+    ("algo.lr=nan", "algo.lr must be in (0, inf), got nan"),
+    ("algo.max_grad_norm=0", "algo.max_grad_norm must be in (0, inf), got 0.0"),
+    ("algo.entropy_coeff=-0.01", "algo.entropy_coeff must be in [0, inf), got -0.01"),
+    ("algo.critic_coeff=nan", "algo.critic_coeff must be in [0, inf), got nan"),
+    ("algo.reward_scale=-1", "algo.reward_scale must be in (0, inf), got -1.0"),
+    ("algo.reward_scale=inf", "algo.reward_scale must be in (0, inf), got inf"),
+    ("algo.hidden=[]", "algo.hidden must be a non-empty list of numbers in [1, inf), got []"),
+    ("algo.hidden=[64,0]", "algo.hidden must be a non-empty list of numbers in [1, inf), got [64, 0]"),
+    ("seed=-1", "seed must be in [0, inf), got -1"),
+    ("profile_iteration=-1", "profile_iteration must be in [0, inf), got -1"),
+    ("env.name=pong", "env.name must be one of cartpole, tag, got 'pong'"),
+    ("algo.name=sac", "algo.name must be one of ppo, mappo, ippo, got 'sac'"),
+    ("logger=wandb", "logger must be one of csv, tensorboard, none, got 'wandb'"),
+    ("device=gpu", "device must be one of auto, cpu, cuda, cuda:<index>, got 'gpu'"),
+    ("device=cuda:x", "device must be one of auto, cpu, cuda, cuda:<index>, got 'cuda:x'"),
+    ("algo=mappo", "algo=mappo does not fit env=cartpole"),
+]
+
+
+@pytest.mark.parametrize("override, message", BAD, ids=[o for o, _ in BAD])
+def test_a_bad_value_is_refused_naming_its_key_before_any_work(tmp_path, no_work, override, message):
+    from torchrl_warp.recipes.config import ConfigError
+    from torchrl_warp.recipes.train import train
+
+    cfg = compose("env.num_envs=4", "env.total_frames=64", override)  # the override last: it wins
+    with pytest.raises(ConfigError) as raised:
+        train(cfg, str(tmp_path))
+    assert message in str(raised.value)
+    assert os.listdir(tmp_path) == []  # no logs, no checkpoint
+
+
+def test_every_problem_is_reported_at_once(no_work):
+    from torchrl_warp.recipes.config import ConfigError, check_config
+
+    with pytest.raises(ConfigError) as raised:
+        check_config(compose("algo.gamma=2.0", "eval_envs=0", "logger=wandb"))
+    assert [line.split()[0] for line in str(raised.value).splitlines()[1:]] == ["algo.gamma", "logger", "eval_envs"]
+
+
+def test_cuda_without_a_cuda_device_is_refused_clearly(monkeypatch):
+    from torchrl_warp.recipes.config import ConfigError, check_config
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for device in ("cuda", "cuda:0"):
+        with pytest.raises(ConfigError, match=f"device is '{device}' but this machine has no usable CUDA device"):
+            check_config(compose(f"device={device}"))
+    check_config(compose("device=cpu"))
+    check_config(compose("device=auto"))
+
+
+def test_a_cuda_index_the_machine_lacks_is_refused(monkeypatch):
+    from torchrl_warp.recipes.config import ConfigError, check_config
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    check_config(compose("device=cuda:1"))
+    with pytest.raises(ConfigError, match="device is 'cuda:2' but this machine has 2 CUDA device"):
+        check_config(compose("device=cuda:2"))
+
+
+@pytest.mark.parametrize("overrides", [[], ["env=tag", "algo=mappo"], ["env=tag", "algo=ippo"],
+                                       ["time_limit_s=0", "profile_iteration=0", "algo.gamma=1", "algo.lmbda=0",
+                                        "algo.entropy_coeff=0", "seed=0", "algo.hidden=[1]"]])
+def test_the_shipped_configs_and_the_range_ends_pass(overrides):
+    from torchrl_warp.recipes.config import check_config
+
+    check_config(compose(*overrides))
+
+
+def test_every_setting_has_a_doc_and_what_it_takes():
+    """A key added without a range fails here: each takes a range, choices, a check, or is
+    a bool / enum / the env's params / a path (checked where it is used)."""
+    from dataclasses import fields
+
+    from torchrl_warp.recipes.config import AlgoConfig, EnvConfig, TrainConfig, settings_table
+
+    unchecked = {"params", "resume"}
+    for schema in (EnvConfig, AlgoConfig, TrainConfig):
+        for f in fields(schema):
+            if f.name in ("env", "algo"):
+                continue
+            m = f.metadata
+            assert m.get("doc"), f.name
+            default = f.default_factory() if callable(f.default_factory) else f.default
+            typed = isinstance(default, bool) or f.name == "matmul_precision" or f.name in unchecked
+            assert typed or m["range"] or m["choices"] or m["check"], f"{f.name} has no declared range"
+    table = settings_table()
+    assert "| algo.gamma | 0.99 | [0, 1] |" in table and "| algo.hidden | [64, 64] | non-empty list" in table
+
+
+def test_the_env_names_are_the_recipes_envs_and_their_kinds():
+    from torchrl_warp.recipes.config import ENV_NAMES, MULTI_AGENT_ENVS
+    from torchrl_warp.recipes.train import ENVS
+
+    assert set(ENV_NAMES) == set(ENVS)
+    params = {"tag": dict(num_taggers=2, num_runners=3, num_other_agents_observed=2)}
+    for name, cls in ENVS.items():
+        env = cls(num_envs=2, seed=0, **params.get(name, {}))
+        assert bool(env.layout.groups) == (name in MULTI_AGENT_ENVS), name
+
+
+def test_intervals():
+    from torchrl_warp.recipes.config import Interval
+
+    unit, positive = Interval.parse("[0, 1]"), Interval.parse("(0, inf)")
+    assert unit.contains(0) and unit.contains(1) and not unit.contains(1.0000001)
+    assert positive.contains(1e300) and not positive.contains(0.0) and not positive.contains(math.inf)
+    assert not any(i.contains(v) for i in (unit, positive) for v in (math.nan, True, "1", None))
+    for text in ("[0, inf]", "[-inf, 0)", "(1, 0)", "0..1"):
+        with pytest.raises(ValueError):
+            Interval.parse(text)
+
+
+def test_a_bad_value_through_the_cli_leaves_no_checkpoint(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "torchrl_warp.recipes.train", f"hydra.run.dir={tmp_path}",
+                           "algo.epochs=0"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and "algo.epochs must be in [1, inf), got 0" in proc.stderr
+    assert "Traceback" not in proc.stderr.split("ConfigError")[-1]
+    assert sorted(os.listdir(tmp_path)) == [".hydra", "train.log"]  # Hydra's own files only

@@ -11,7 +11,8 @@ TorchRL logger. Written to Hydra's run directory: ``train/scalars/*.csv`` (or Te
 events), ``checkpoint.pt`` (models and optimizer; ``resume=<path>`` continues from it),
 ``learning_curve.png`` and ``summary.json``.
 
-The config (every value's range: recipes/config.py) is checked before any env is built.
+The config (every value's range: recipes/config.py) and the checkpoint to resume from
+(recipes/checkpoint.py) are checked before any env is built.
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from tqdm import tqdm  # noqa: E402
 
 from torchrl_warp.distributions import MultiCategoricalLogits  # noqa: E402
 from torchrl_warp.envs import CartPoleEnv, TagEnv  # noqa: E402
+from torchrl_warp.recipes.checkpoint import load_checkpoint, restore, save_checkpoint  # noqa: E402
 from torchrl_warp.recipes.config import check_config, register  # noqa: E402
 from torchrl_warp.recipes.losses import LOSSES  # noqa: E402
 from torchrl_warp.recipes.metrics import (  # noqa: E402
@@ -257,6 +259,7 @@ def evaluate(cfg, agents, device) -> dict:
 def train(cfg: DictConfig, out_dir: str) -> dict:
     imports_seconds = seconds_since_launch()  # Python, torch, TorchRL, Numba, Hydra's config
     check_config(cfg)  # every value in its range, the algo fits the env
+    ckpt = load_checkpoint(cfg.resume, cfg) if cfg.resume else None  # tensors and plain data, fitting cfg
     device = pick_device(cfg.device)
     torch.manual_seed(cfg.seed)
     torch.set_float32_matmul_precision(cfg.algo.matmul_precision.value)
@@ -273,14 +276,8 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     lr = torch.tensor(cfg.algo.lr, device=device) if graphed else cfg.algo.lr
     optimizer = torch.optim.Adam(agents.parameters(), lr=lr, fused=device.type == "cuda", capturable=graphed)
     frames_done, iteration = 0, 0
-    if cfg.resume:
-        ckpt = torch.load(cfg.resume, map_location=device, weights_only=False)
-        agents.load_state_dict(ckpt["agents"])
-        # Adam's moments and step counts from the checkpoint; its options (fused, capturable, the
-        # lr a tensor or a float) stay this run's: they follow the device and cudagraph_update
-        optimizer.load_state_dict({"state": ckpt["optimizer"]["state"],
-                                   "param_groups": optimizer.state_dict()["param_groups"]})
-        frames_done, iteration = ckpt["frames"], ckpt["iteration"]
+    if ckpt is not None:  # Adam's moments from the checkpoint, its options this run's (device, graphs)
+        frames_done, iteration = restore(ckpt, cfg.resume, agents, optimizer)
 
     frames_per_batch = cfg.env.num_envs * cfg.env.steps_per_batch
     policy = TensorDictSequential(*[agents_by_group[g].actor for g in groups])
@@ -302,6 +299,7 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
                           sampler=SamplerWithoutReplacement(drop_last=True), batch_size=minibatch_size)
     tracker = EpisodeTracker(groups, cfg.env.num_envs, device)
     logger = make_logger(cfg.logger, out_dir)
+    checkpoint_path = os.path.join(out_dir, "checkpoint.pt")
     history = []
     agent_steps_per_frame = env.num_agents
     train_start = time.perf_counter()
@@ -345,13 +343,13 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
         pbar.update(batch.numel())
         pbar.set_postfix({k: f"{v:.3g}" for k, v in row.items() if k.startswith("return/")})
         if iteration % cfg.checkpoint_every == 0:
-            save_checkpoint(out_dir, agents, optimizer, frames_done, iteration, cfg)
+            save_checkpoint(checkpoint_path, agents, optimizer, frames_done, iteration, cfg)
         if cfg.time_limit_s and time.perf_counter() - train_start > cfg.time_limit_s:
             break
     pbar.close()
     collector.shutdown()
     train_seconds = time.perf_counter() - train_start
-    save_checkpoint(out_dir, agents, optimizer, frames_done, iteration, cfg)
+    save_checkpoint(checkpoint_path, agents, optimizer, frames_done, iteration, cfg)
     eval_start = time.perf_counter()
     evaluation = evaluate(cfg, agents_by_group, device)
     summary = {
@@ -504,12 +502,6 @@ class IterationProfiler:
             f.write(averages.table(sort_by=device_sort, row_limit=30) + "\n")
             f.write(averages.table(sort_by="self_cpu_time_total", row_limit=30) + "\n")
         self.prof = None
-
-
-def save_checkpoint(out_dir, agents, optimizer, frames, iteration, cfg):
-    torch.save({"agents": agents.state_dict(), "optimizer": optimizer.state_dict(), "frames": frames,
-                "iteration": iteration, "config": OmegaConf.to_container(cfg)},
-               os.path.join(out_dir, "checkpoint.pt"))
 
 
 @hydra.main(config_path="conf", config_name="config", version_base=None)

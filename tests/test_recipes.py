@@ -60,8 +60,8 @@ def test_smoke_run_writes_checkpoint_csv_and_finite_losses(tmp_path, overrides, 
     proc = run_train(tmp_path, "checkpoint_every=1", "profile_iteration=2", *overrides)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "missing transforms required by the policy" not in proc.stderr
-    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
-    assert set(ckpt) == {"agents", "optimizer", "frames", "iteration", "config"}
+    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    assert set(ckpt) == {"format", "agents", "optimizer", "frames", "iteration", "config"}
     assert ckpt["frames"] > 0 and ckpt["optimizer"]["state"]
     scalars = read_csv_scalars(tmp_path)
     for g in groups:
@@ -88,8 +88,8 @@ def test_resume_continues_from_the_checkpoint(tmp_path):
     second = run_train(tmp_path / "b", "env.num_envs=32", "env.steps_per_batch=8", "env.total_frames=1024",
                        "eval_envs=4", f"resume={ckpt}")
     assert second.returncode == 0, second.stderr[-3000:]
-    before = torch.load(ckpt, weights_only=False)
-    after = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=False)
+    before = torch.load(ckpt, weights_only=True)
+    after = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=True)
     assert before["frames"] == 512 and after["frames"] == 1024
     assert after["iteration"] == before["iteration"] + 2
     # ppo anneals the lr linearly over env.total_frames, from the frames already done
@@ -253,13 +253,13 @@ def test_a_checkpoint_of_graphed_updates_resumes_on_the_cpu(tmp_path):
     args = ["env.num_envs=32", "env.steps_per_batch=8", "eval_envs=4"]
     first = run_train(tmp_path / "a", *args, "env.total_frames=512")
     assert first.returncode == 0, first.stderr[-3000:]
-    ckpt = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=False)
+    ckpt = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=True)
     for group in ckpt["optimizer"]["param_groups"]:  # as the GPU run would have saved it
         group.update(fused=True, capturable=True, lr=torch.tensor(group["lr"]))
     torch.save(ckpt, tmp_path / "graphed.pt")
     second = run_train(tmp_path / "b", *args, "env.total_frames=1024", f"resume={tmp_path / 'graphed.pt'}")
     assert second.returncode == 0, second.stderr[-3000:]
-    after = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=False)
+    after = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=True)
     assert [g["capturable"] for g in after["optimizer"]["param_groups"]] == [False]
     assert isinstance(after["optimizer"]["param_groups"][0]["lr"], float)
     steps = [s["step"].item() for s in after["optimizer"]["state"].values()]
@@ -275,8 +275,8 @@ def test_obs_norm_stats_come_back_with_a_resumed_run(tmp_path):
     # another seed: stats measured afresh would differ; the checkpoint's must win
     second = run_train(tmp_path / "b", *args, "env.total_frames=256", "seed=1", f"resume={ckpt}")
     assert second.returncode == 0, second.stderr[-3000:]
-    before = torch.load(ckpt, weights_only=False)["agents"]
-    after = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=False)["agents"]
+    before = torch.load(ckpt, weights_only=True)["agents"]
+    after = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=True)["agents"]
     stats = [k for k in before if k.endswith((".shift", ".inv_scale"))]
     assert {"agent.actor.module.0.module.0.shift", "agent.critic.module.0.inv_scale"} <= set(stats)
     for k in stats:

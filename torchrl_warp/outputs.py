@@ -66,8 +66,11 @@ class Outputs:
         per_agent_flags = 3 * N if layout.agent_done else 0
         floats_shape, flags_shape = (E, N, D + 1), (E, 3 + per_agent_flags)
         floats_bytes = math.prod(floats_shape) * 4
-        flags_offset = -(-floats_bytes // _ALIGN) * _ALIGN
-        nbytes = -(-(flags_offset + math.prod(flags_shape)) // _ALIGN) * _ALIGN
+        # the flags follow the floats directly: every byte before ``used`` belongs to an output,
+        # and only those are ever copied (the tail up to the alignment is never read)
+        flags_offset = floats_bytes
+        self.used = flags_offset + math.prod(flags_shape)
+        nbytes = -(-self.used // _ALIGN) * _ALIGN
         self.num_envs, self.device = num_envs, torch.device(device)
         #: the buffer the env was built with: kernels address the current one relative to it
         self.base = torch.zeros(nbytes, dtype=torch.uint8, device=device)
@@ -135,7 +138,10 @@ class Outputs:
         of it if ``copy``, else uninitialised) and return True (the views changed)."""
         if not self._handed_out:
             return False
-        self.buffer = self.buffer.clone() if copy else self.fresh(self.buffer)
+        new = self.fresh(self.buffer)
+        if copy:
+            new[: self.used].copy_(self.buffer[: self.used])
+        self.buffer = new
         self.generation += 1
         self._handed_out = False
         return True

@@ -34,8 +34,11 @@ def assert_same(a, b, what):
 
 
 def assert_same_state(clean, edited, what):
+    """Every state field but the outputs and the kernels' scratch space (a grid's order within
+    a cell follows the order of atomics, which the GPU and the simulator do not fix)."""
+    scratch = {f.name for f in clean.layout.all_fields() if f.scratch}
     for name, value in clean.state.items():
-        if name not in OUTPUT_FIELDS:
+        if name not in OUTPUT_FIELDS and name not in scratch:
             assert torch.equal(value, edited.state[name]), f"{what}: state field {name!r} differs"
 
 

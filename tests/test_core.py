@@ -360,3 +360,25 @@ def test_collector_with_transform():
     # the summed reward is the running sum of the per-step rewards
     r = batch["next", "taggers", "reward"]
     torch.testing.assert_close(batch["next", "taggers", "episode_reward"][:, 0], r[:, 0])
+
+
+@pytest.mark.parametrize("name", ["cartpole", "tag_scan"])
+def test_handed_out_tensordicts_are_ordinary_and_vecnorm_runs_on_them(name):
+    """Every TensorDict handed out has a torch.Size batch size (a tuple broke TensorDict.view,
+    and with it TorchRL's VecNorm)."""
+    import warnings
+
+    from torchrl.envs import VecNorm
+
+    from all_envs import make
+
+    env = make(name)
+    data, root = env.step_and_maybe_reset(env.rand_action(env.reset()))
+    for td in (data["next"], root, env.reset()):
+        for sub in [td] + [td[g] for g in env.layout.groups or ()]:
+            assert type(sub.batch_size) is torch.Size
+    key = "observation" if env.layout.groups is None else (next(iter(env.layout.groups)), "observation")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # VecNorm's deprecation notice
+        out = TransformedEnv(make(name), VecNorm(in_keys=[key])).rollout(4)
+    assert torch.isfinite(out["next", *((key,) if isinstance(key, str) else key)]).all()

@@ -106,7 +106,11 @@ class Outputs:
                 entries += [(group, k, fields[f"agent_{k}"][:, sl].unsqueeze(-1)) for k in DONE_KEYS]
         self._entries = [(g, k, self._geometry(v)) for g, k, v in entries]
         self._entries_with_reward = self._entries + [(g, k, self._geometry(v)) for g, k, v in rewards]
-        self._groups = {g: (E, sl.stop - sl.start) for g, sl in layout.group_slices().items() if g is not None}
+        # batch sizes as torch.Size: _new_unsafe keeps what it is given, and TorchRL's code
+        # (TensorDict.view, VecNorm) calls torch.Size methods on it
+        self._groups = {g: torch.Size((E, sl.stop - sl.start)) for g, sl in layout.group_slices().items()
+                        if g is not None}
+        self._batch_size = torch.Size((E,))
 
     @staticmethod
     def _geometry(view: torch.Tensor) -> tuple:
@@ -163,4 +167,4 @@ class Outputs:
             (root if group is None else groups[group])[key] = value
         for group, entries_of_group in groups.items():
             root[group] = TensorDict._new_unsafe(entries_of_group, batch_size=self._groups[group], device=self.device)
-        return TensorDict._new_unsafe(root, batch_size=(self.num_envs,), device=self.device)
+        return TensorDict._new_unsafe(root, batch_size=self._batch_size, device=self.device)

@@ -12,8 +12,8 @@ Examples:
 """
 from torchrl_warp.codegen import KernelSpec
 from torchrl_warp.env import WarpEnv
-from torchrl_warp.layout import Field, Layout
+from torchrl_warp.layout import Field, GroupSpec, Layout
 from torchrl_warp.params import Param
 
-__all__ = ["WarpEnv", "Field", "Layout", "KernelSpec", "Param"]
+__all__ = ["WarpEnv", "Field", "GroupSpec", "Layout", "KernelSpec", "Param"]
 __version__ = "0.1.0"

@@ -117,6 +117,9 @@ def check_action(key, value, spec, device, check_values: bool) -> None:
         raise TypeError(f"action {key!r} has dtype {value.dtype}, expected {spec.dtype}")
     if value.device != device:
         raise ValueError(f"action {key!r} is on device {value.device}, expected {device}")
+    if check_values and value.is_floating_point() and not bool(torch.isfinite(value).all()):
+        raise ValueError(f"action {key!r} has NaN or infinite values; pass check_actions=False to skip "
+                         f"this check (the kernels then must not let them into the state)")
     if check_values and not spec.is_in(value):
         low, high = _bounds(spec)
         raise ValueError(

@@ -14,12 +14,13 @@ Examples:
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
 from torchrl.data import TensorSpec
 
-__all__ = ["Field", "Layout", "CORE_FIELDS", "DONE_KEYS"]
+__all__ = ["Field", "GroupSpec", "Layout", "CORE_FIELDS", "DONE_KEYS", "group_view"]
 
 #: the done flags of every environment (and of every agent, when agents can leave early)
 DONE_KEYS = ("done", "terminated", "truncated")
@@ -56,6 +57,34 @@ class Field:
         return n * torch.empty((), dtype=self.dtype).element_size()
 
 
+@dataclass(frozen=True)
+class GroupSpec:
+    """What one agent group has of its own, where groups differ (``Layout.group_specs``).
+
+    Args:
+        observation_shape: one agent's observation shape in this group (float32);
+            ``None``: the layout's ``observation_shape``.
+        action_spec: one agent's action spec in this group, without batch dims;
+            ``None``: the layout's ``action_spec``. Every group's action spec must
+            have the same dtype (all int64 indices, or all float32 values).
+
+    Kernels see one ``observation`` field ``[E, N, D]`` and one ``action`` field
+    ``[E, N, A]``, ``D`` and ``A`` the largest flattened sizes of any group: an agent
+    writes the first ``prod(observation_shape)`` entries of its row and reads the first
+    ``prod(action_spec.shape)`` of its action row (its group follows from its index).
+
+    Examples:
+        >>> from torchrl.data import Bounded, Categorical
+        >>> layout = Layout({"speaker": 1, "listener": 2}, (3,), Categorical(3), [], (), (),
+        ...                 group_specs={"listener": GroupSpec((5,), Categorical(5))})
+        >>> layout.observation_shape_of("listener"), layout.field_shape("observation")
+        ((5,), (5,))
+    """
+
+    observation_shape: tuple | None = None
+    action_spec: TensorSpec | None = None
+
+
 @dataclass
 class Layout:
     """An environment's declaration, returned by ``WarpEnv._layout()``.
@@ -83,6 +112,8 @@ class Layout:
             uninitialised buffer instead of a copy of the last outputs (one copy less
             per step; see :mod:`torchrl_warp.outputs`). Leave it False when a phase
             reads its own outputs (CartPole keeps its state in the observation).
+        group_specs: group name -> :class:`GroupSpec`, for groups whose observation
+            shape or action spec differ from ``observation_shape`` / ``action_spec``.
         max_registers: a cap on the CUDA kernels' registers per thread (``None``: the
             compiler's choice). Fewer registers fit more blocks on an SM; a cap can also
             mean fewer (a block of 256 threads at 112 registers: 2 per SM where 3 fit at
@@ -100,6 +131,44 @@ class Layout:
     constants: dict = field(default_factory=dict)
     outputs_from_state: bool = False
     max_registers: int | None = None
+    group_specs: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        unknown = set(self.group_specs) - set(self.groups or ())
+        if unknown:
+            raise ValueError(f"group_specs name groups the layout does not have: {', '.join(sorted(unknown))}")
+        dtypes = {self.action_spec_of(g).dtype for g in self.groups or ()}
+        if len(dtypes) > 1:
+            raise ValueError(f"every group's action spec must have one dtype, got {', '.join(map(str, dtypes))}")
+
+    def observation_shape_of(self, group) -> tuple:
+        """One agent's observation shape in ``group`` (``None``: the single agent's)."""
+        spec = self.group_specs.get(group)
+        return tuple(self.observation_shape if spec is None or spec.observation_shape is None
+                     else spec.observation_shape)
+
+    def action_spec_of(self, group) -> TensorSpec:
+        """One agent's action spec in ``group`` (``None``: the single agent's)."""
+        spec = self.group_specs.get(group)
+        return self.action_spec if spec is None or spec.action_spec is None else spec.action_spec
+
+    @property
+    def heterogeneous(self) -> bool:
+        """Whether groups differ in observation shape or action shape."""
+        groups = list(self.groups or ())
+        return (len({self.observation_shape_of(g) for g in groups}) > 1
+                or len({tuple(self.action_spec_of(g).shape) for g in groups}) > 1)
+
+    def field_shape(self, name: str) -> tuple:
+        """The per-agent shape of the ``observation`` or ``action`` field the kernels see: the
+        groups' shape when they agree, else one row of the largest flattened size."""
+        if name == "observation":
+            shapes = [self.observation_shape_of(g) for g in (self.groups or [None])]
+        else:
+            shapes = [tuple(self.action_spec_of(g).shape) for g in (self.groups or [None])]
+        if len(set(shapes)) == 1:
+            return shapes[0]
+        return (max(math.prod(s) for s in shapes),)
 
     @property
     def num_agents(self) -> int:
@@ -118,10 +187,9 @@ class Layout:
     def all_fields(self) -> list[Field]:
         """The environment's fields plus those every environment has."""
         core = list(CORE_FIELDS)
-        core.append(Field("observation", tuple(self.observation_shape), torch.float32, True))
-        core.append(
-            Field("action", tuple(self.action_spec.shape), self.action_spec.dtype, True)
-        )
+        core.append(Field("observation", self.field_shape("observation"), torch.float32, True))
+        first = next(iter(self.groups)) if self.groups else None
+        core.append(Field("action", self.field_shape("action"), self.action_spec_of(first).dtype, True))
         if self.agent_done:
             core += [Field(f"agent_{k}", (), torch.bool, True) for k in DONE_KEYS]
         names = [f.name for f in core]
@@ -141,3 +209,14 @@ CORE_FIELDS = (
     Field("truncated", (), torch.bool),
     Field("reward", (), torch.float32, per_agent=True),
 )
+
+
+def group_view(rows: torch.Tensor, field_shape: tuple, shape: tuple) -> torch.Tensor:
+    """A group's ``[E, n, *shape]`` view of its agents' rows ``[E, n, *field_shape]`` of a field
+    that every group shares: the rows themselves when the shapes agree, else the first
+    ``prod(shape)`` entries of each (flat) row, unflattened."""
+    if tuple(shape) == tuple(field_shape):
+        return rows
+    if not shape:
+        return rows[..., 0]
+    return rows[..., : math.prod(shape)].unflatten(-1, tuple(shape))

@@ -38,7 +38,7 @@ import math
 import torch
 from tensordict import TensorDict
 
-from torchrl_warp.layout import DONE_KEYS, Layout
+from torchrl_warp.layout import DONE_KEYS, Layout, group_view
 
 __all__ = ["Outputs", "OUTPUT_FIELDS"]
 
@@ -61,7 +61,7 @@ class Outputs:
 
     def __init__(self, layout: Layout, num_envs: int, device):
         E, N = num_envs, layout.num_agents
-        obs_shape = tuple(layout.observation_shape)
+        obs_shape = layout.field_shape("observation")
         D = math.prod(obs_shape)
         per_agent_flags = 3 * N if layout.agent_done else 0
         floats_shape, flags_shape = (E, N, D + 1), (E, 3 + per_agent_flags)
@@ -100,7 +100,8 @@ class Outputs:
                 entries.append((None, "observation", fields["observation"][:, 0]))
                 rewards.append((None, "reward", fields["reward"][:, 0:1]))
                 continue
-            entries.append((group, "observation", fields["observation"][:, sl]))
+            entries.append((group, "observation", group_view(fields["observation"][:, sl], obs_shape,
+                                                             layout.observation_shape_of(group))))
             rewards.append((group, "reward", fields["reward"][:, sl].unsqueeze(-1)))
             if layout.agent_done:
                 entries += [(group, k, fields[f"agent_{k}"][:, sl].unsqueeze(-1)) for k in DONE_KEYS]

@@ -19,7 +19,7 @@ import torch
 from torchrl.data import Categorical, Composite, MultiCategorical, Unbounded
 from torchrl.data.tensor_specs import BoxList
 
-from torchrl_warp.layout import DONE_KEYS, Layout
+from torchrl_warp.layout import DONE_KEYS, Layout, group_view
 
 __all__ = ["BatchedMultiCategorical", "build_specs", "batched_spec", "action_views"]
 
@@ -97,8 +97,8 @@ def build_specs(layout: Layout, num_envs: int, device) -> dict[str, Composite]:
     for group, sl in layout.group_slices().items():
         n = sl.stop - sl.start
         lead = (E,) if group is None else (E, n)
-        o = Unbounded(shape=lead + tuple(layout.observation_shape), device=device)
-        a = batched_spec(layout.action_spec, lead).to(device)
+        o = Unbounded(shape=lead + layout.observation_shape_of(group), device=device)
+        a = batched_spec(layout.action_spec_of(group), lead).to(device)
         r = Unbounded(shape=(E, 1) if group is None else (E, n, 1), device=device)
         if group is None:
             obs["observation"], act["action"], rew["reward"] = o, a, r
@@ -120,9 +120,11 @@ def action_views(layout: Layout, state) -> dict:
     A step copies each action of its input into its view, where the kernels read it.
     """
     actions = {}
+    field_shape = layout.field_shape("action")
     for group, sl in layout.group_slices().items():
         if group is None:
             actions["action"] = state["action"][:, 0]
         else:
-            actions[(group, "action")] = state["action"][:, sl]
+            shape = tuple(layout.action_spec_of(group).shape)
+            actions[(group, "action")] = group_view(state["action"][:, sl], field_shape, shape)
     return actions

@@ -12,8 +12,13 @@ def pre_drawn_policy(env, steps, seed=0, device="cpu"):
         td = TensorDict(batch_size=env.batch_size)
         for key in env.action_keys:
             s = spec[key]
+            u = torch.rand(s.shape, generator=g)
+            if s.dtype.is_floating_point:  # a Bounded spec: uniform between its bounds
+                low, high = s.space.low.cpu(), s.space.high.cpu()
+                td.set(key, low + u * (high - low))
+                continue
             high = s.nvec.cpu() if hasattr(s, "nvec") else torch.full(s.shape, s.space.n)
-            td.set(key, (torch.rand(s.shape, generator=g) * high).long())
+            td.set(key, (u * high).long())
         draws.append(td.to(device))
     it = iter(draws)
 

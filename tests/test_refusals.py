@@ -58,11 +58,11 @@ def corrupt_actions(env, td, rng):
     if choice == 0:
         bad = a[..., :1] if a.ndim > 1 and a.shape[-1] > 1 else a.unsqueeze(-1).expand(*a.shape, 2)
     elif choice == 1:
-        bad = a.float()
+        bad = a.double() if a.is_floating_point() else a.float()
     elif choice == 2:
         bad = a.int()
     elif choice == 3:
-        bad = a + 10**6
+        bad = a + 10**6 if rng.random() < 0.7 or not a.is_floating_point() else a * float("nan")
     elif choice == 4:
         bad = a - 10**6
     elif choice == 5:

@@ -125,10 +125,12 @@ def _problems(ckpt) -> list[str]:
     return problems
 
 
-def load_checkpoint(path: str, cfg) -> dict:
+def load_checkpoint(path: str, cfg, env_defaults: dict | None = None) -> dict:
     """The checkpoint at ``path``, checked to be one this recipe wrote and one that fits
     ``cfg``; otherwise :class:`CheckpointError` naming ``path`` and the problem. Tensors
     are loaded on the CPU (:func:`restore` copies them to the networks' device).
+    ``env_defaults`` (the env's parameter defaults) makes ``env.params`` compare as the env
+    resolves them: a parameter given at its default equals one left out.
 
     >>> ckpt = load_checkpoint("outputs/2024-01-01/12-00-00/checkpoint.pt", cfg)  # doctest: +SKIP
     """
@@ -152,8 +154,13 @@ def load_checkpoint(path: str, cfg) -> dict:
             except KeyError:
                 problems.append(f"its config has no {k}")
                 continue
-            if theirs != _dotted(ours, k):
-                problems.append(f"{k} differs: the checkpoint's is {theirs!r}, this config's {_dotted(ours, k)!r}")
+            mine = _dotted(ours, k)
+            if k == "env.params" and env_defaults is not None and isinstance(theirs, dict):
+                same = {**env_defaults, **theirs} == {**env_defaults, **mine}
+            else:
+                same = theirs == mine
+            if not same:
+                problems.append(f"{k} differs: the checkpoint's is {theirs!r}, this config's {mine!r}")
     if problems:
         raise CheckpointError(f"{where}: " + "; ".join(problems))
     return ckpt

@@ -259,7 +259,8 @@ def evaluate(cfg, agents, device) -> dict:
 def train(cfg: DictConfig, out_dir: str) -> dict:
     imports_seconds = seconds_since_launch()  # Python, torch, TorchRL, Numba, Hydra's config
     check_config(cfg)  # every value in its range, the algo fits the env
-    ckpt = load_checkpoint(cfg.resume, cfg) if cfg.resume else None  # tensors and plain data, fitting cfg
+    # tensors and plain data, fitting cfg (env.params compared as the env resolves them)
+    ckpt = load_checkpoint(cfg.resume, cfg, ENVS[cfg.env.name].defaults) if cfg.resume else None
     device = pick_device(cfg.device)
     torch.manual_seed(cfg.seed)
     torch.set_float32_matmul_precision(cfg.algo.matmul_precision.value)

@@ -207,6 +207,18 @@ def test_the_run_settings_may_change_on_resume(honest):
     assert load_checkpoint(str(path), cfg)["frames"] == 64
 
 
+def test_env_params_compare_as_the_env_resolves_them(honest):
+    """A parameter written out at its default is the same env as one left out."""
+    from torchrl_warp.envs import CartPoleEnv
+    from torchrl_warp.recipes.checkpoint import CheckpointError, load_checkpoint
+
+    _, path = honest
+    cfg = compose(*SMALL, f"+env.params.max_steps={CartPoleEnv.defaults['max_steps']}")
+    assert load_checkpoint(str(path), cfg, CartPoleEnv.defaults)["frames"] == 64
+    with pytest.raises(CheckpointError, match="env.params differs"):
+        load_checkpoint(str(path), compose(*SMALL, "+env.params.max_steps=7"), CartPoleEnv.defaults)
+
+
 def test_networks_that_do_not_fit_are_refused_when_restored(honest):
     """The backstop behind the config comparison: a checkpoint whose config fits but whose
     tensors do not."""

@@ -4,7 +4,7 @@
 A new environment adds its entries here.
 """
 from group_envs import MoversEnv, SpeakersEnv
-from torchrl_warp.envs import CartPoleEnv, TagEnv
+from torchrl_warp.envs import CartPoleEnv, SimpleSpreadEnv, TagEnv
 
 #: name -> (class, constructor kwargs), tiny enough for the CUDA simulator
 ENVS = {
@@ -15,13 +15,16 @@ ENVS = {
                               neighbor_search="grid", episode_length=8)),
     "tag_full": (TagEnv, dict(num_envs=2, num_taggers=1, num_runners=3, use_full_observation=True,
                               egocentric_observation=True, episode_length=8)),
+    "simple_spread": (SimpleSpreadEnv, dict(num_envs=3, max_steps=6)),
+    "simple_spread_discrete": (SimpleSpreadEnv, dict(num_envs=2, n_agents=4, continuous_actions=False,
+                                                     substeps=2, max_steps=6)),
     # groups that differ (tests/group_envs.py): discrete, and continuous
     "speakers": (SpeakersEnv, dict(num_envs=2)),
     "movers": (MoversEnv, dict(num_envs=2)),
 }
 
 #: the package's env classes (for checks on their declarations and docs)
-ENV_CLASSES = [CartPoleEnv, TagEnv]
+ENV_CLASSES = [CartPoleEnv, TagEnv, SimpleSpreadEnv]
 
 
 def make(name, **overrides):

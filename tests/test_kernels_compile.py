@@ -10,7 +10,7 @@ import re
 import pytest
 
 from test_atomics import compile_ptx, needs_nvvm
-from torchrl_warp.envs import CartPoleEnv, TagEnv
+from torchrl_warp.envs import CartPoleEnv, SimpleSpreadEnv, TagEnv
 
 TAG = dict(num_taggers=2, num_runners=6)
 
@@ -22,7 +22,9 @@ TAG = dict(num_taggers=2, num_runners=6)
     lambda: TagEnv(num_envs=2, num_other_agents_observed=3, neighbor_search="grid", egocentric_observation=True,
                    **TAG),
     lambda: TagEnv(num_envs=2, use_full_observation=True, **TAG),
-], ids=["cartpole", "tag-scan", "tag-grid-egocentric", "tag-full"])
+    lambda: SimpleSpreadEnv(num_envs=2, substeps=2),
+    lambda: SimpleSpreadEnv(num_envs=2, continuous_actions=False),
+], ids=["cartpole", "tag-scan", "tag-grid-egocentric", "tag-full", "simple-spread", "simple-spread-discrete"])
 def test_step_and_reset_kernels_compile_to_ptx(make, monkeypatch):
     env = make()
     for kind, spec in env._kernels.items():

@@ -139,7 +139,7 @@ def soak(env, steps: int, reset_every: int = 7, sample_every: int = 50, seed: in
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("env", choices=("tag", "cartpole"))
+    parser.add_argument("env", choices=("tag", "cartpole", "simple_spread"))
     parser.add_argument("--num-envs", type=int, default=1000)
     parser.add_argument("--agent-steps", type=float, default=1e7, help="stop after this many agent-steps")
     parser.add_argument("--device", default="cpu")
@@ -151,9 +151,9 @@ def main(argv=None) -> None:
 
     import ast
 
-    from torchrl_warp.envs import CartPoleEnv, TagEnv
+    from torchrl_warp.envs import CartPoleEnv, SimpleSpreadEnv, TagEnv
 
-    cls = {"tag": TagEnv, "cartpole": CartPoleEnv}[args.env]
+    cls = {"tag": TagEnv, "cartpole": CartPoleEnv, "simple_spread": SimpleSpreadEnv}[args.env]
     params = {}
     for item in args.param:
         name, _, value = item.partition("=")

@@ -145,9 +145,7 @@ class WarpEnv(EnvBase):
             {k: self._backend.view(v) for k, v in self._constants.items() if isinstance(v, torch.Tensor)}
         )
         self._compiled = {kind: self._backend.compile(spec) for kind, spec in self._kernels.items()}
-        if seed is None:
-            seed = int(torch.randint(0, 2**62, (1,)).item())
-        self._set_seed(seed)
+        self._set_seed(seed)  # None: drawn there
 
     # ----- what a subclass provides ---------------------------------------------------
     def _check_params(self, p: SimpleNamespace) -> None:

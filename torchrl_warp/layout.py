@@ -152,13 +152,6 @@ class Layout:
         spec = self.group_specs.get(group)
         return self.action_spec if spec is None or spec.action_spec is None else spec.action_spec
 
-    @property
-    def heterogeneous(self) -> bool:
-        """Whether groups differ in observation shape or action shape."""
-        groups = list(self.groups or ())
-        return (len({self.observation_shape_of(g) for g in groups}) > 1
-                or len({tuple(self.action_spec_of(g).shape) for g in groups}) > 1)
-
     def field_shape(self, name: str) -> tuple:
         """The per-agent shape of the ``observation`` or ``action`` field the kernels see: the
         groups' shape when they agree, else one row of the largest flattened size."""

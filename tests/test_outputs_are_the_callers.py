@@ -46,11 +46,22 @@ def actions(env, policy):
     return policy(TensorDict(batch_size=env.batch_size, device=env.device))
 
 
+def twins(name, seed):
+    """Two envs built alike, and a pre-drawn policy for each (the same actions)."""
+    clean, edited = make(name, seed=seed), make(name, seed=seed)
+    return clean, edited, pre_drawn_policy(clean, STEPS), pre_drawn_policy(edited, STEPS)
+
+
+def masked_reset(env, outputs, mask):
+    """``env.reset`` of the envs in ``mask``, handed the last outputs (less rewards) as TorchRL does."""
+    rewards = ["reward"] + [(g, "reward") for g in env.layout.groups or ()]
+    return env.reset(outputs.exclude(*rewards).set("_reset", mask))
+
+
 @pytest.mark.sim
 @pytest.mark.parametrize("name", ENVS)
 def test_edits_to_step_and_reset_outputs_do_not_reach_the_env(name):
-    clean, edited = make(name, seed=11), make(name, seed=11)
-    policy_a, policy_b = pre_drawn_policy(clean, STEPS), pre_drawn_policy(edited, STEPS)
+    clean, edited, policy_a, policy_b = twins(name, seed=11)
     a, b = clean.reset(), edited.reset()
     assert_same(a, b, "reset")
     poison(b)
@@ -60,13 +71,10 @@ def test_edits_to_step_and_reset_outputs_do_not_reach_the_env(name):
         assert_same(a, b, f"step {t}")
         assert_same_state(clean, edited, f"step {t}")
         poison(b)
-        if t % 3 == 2:  # a masked reset of env 0, then a full one
+        if t % 3 == 2:  # a masked reset of env 0
             mask = torch.zeros(clean.num_envs, 1, dtype=torch.bool)
             mask[0] = True
-            a = clean.reset(a.exclude("reward", *[(g, "reward") for g in clean.layout.groups or ()])
-                            .set("_reset", mask))
-            b = edited.reset(b.exclude("reward", *[(g, "reward") for g in edited.layout.groups or ()])
-                             .set("_reset", mask.clone()))
+            a, b = masked_reset(clean, a, mask), masked_reset(edited, b, mask.clone())
             # the env that was reset is the env's own; the others keep what the caller was handed
             assert_same(a[:1], b[:1], f"masked reset {t}")
             assert_same_state(clean, edited, f"masked reset {t}")
@@ -76,8 +84,7 @@ def test_edits_to_step_and_reset_outputs_do_not_reach_the_env(name):
 @pytest.mark.sim
 @pytest.mark.parametrize("name", ENVS)
 def test_edits_to_step_and_maybe_reset_outputs_do_not_reach_the_env(name):
-    clean, edited = make(name, seed=5), make(name, seed=5)
-    policy_a, policy_b = pre_drawn_policy(clean, STEPS), pre_drawn_policy(edited, STEPS)
+    clean, edited, policy_a, policy_b = twins(name, seed=5)
     root_a, root_b = clean.reset(), edited.reset()
     poison(root_b)
     for t in range(STEPS):

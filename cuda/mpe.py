@@ -17,8 +17,8 @@ import math
 
 import numba
 
-__all__ = ["continuous_action", "discrete_action", "collision_force", "integrate_first", "integrate",
-           "clamp_unit"]
+__all__ = ["quiet", "pad_observation", "mpe_action", "mpe_action_index", "collision_force", "integrate_first", "integrate", "mpe_done", "clamp_unit",
+           "CONTINUOUS", "CATEGORICAL", "MULTI_CATEGORICAL", "ONE_HOT", "MULTI_ONE_HOT"]
 
 
 @numba.njit
@@ -33,12 +33,8 @@ def clamp_unit(x, lim):
     return x
 
 
-@numba.njit
-def continuous_action(env, agent, action, u, u_range, agent_u_multiplier):
-    """The action (clamped to ``[-u_range, u_range]``, NaN as 0) times ``u_multiplier``."""
-    m = agent_u_multiplier[agent]
-    u[env, agent, 0] = numba.float32(clamp_unit(numba.float64(action[env, agent, 0]), u_range)) * m
-    u[env, agent, 1] = numba.float32(clamp_unit(numba.float64(action[env, agent, 1]), u_range)) * m
+#: how an agent's action row is encoded (``action_encoding``), VMAS's action spaces
+CONTINUOUS, CATEGORICAL, MULTI_CATEGORICAL, ONE_HOT, MULTI_ONE_HOT = 0, 1, 2, 3, 4
 
 
 @numba.njit
@@ -52,16 +48,87 @@ def discrete_component(c, u_range):
 
 
 @numba.njit
-def discrete_action(env, agent, action, u, u_range, agent_u_multiplier):
-    """A flat index in ``[0, 9)`` (clamped): x component ``a // 3``, y component ``a % 3``."""
-    a = action[env, agent]
-    if a < 0:
-        a = 0
-    if a > 8:
-        a = 8
+def clamp_index(i, n):
+    """``i`` clamped to ``[0, n)``."""
+    if i < 0:
+        return 0
+    if i >= n:
+        return n - 1
+    return i
+
+
+@numba.njit
+def argmax_run(action, env, agent, start, n):
+    """The index of the largest of ``action[env, agent, start:start + n]`` (first on ties)."""
+    best = 0
+    for i in range(1, n):
+        if action[env, agent, start + i] > action[env, agent, start + best]:
+            best = i
+    return best
+
+
+@numba.njit
+def set_discrete(env, agent, x, y, msg, u, comm, agent_u_range, agent_u_multiplier, talks, dim_c):
+    """``u`` from the axis choices ``x``, ``y`` (0 stays, 1 is ``-u_range``, 2 is ``+u_range``),
+    times ``u_multiplier``; for talkers, message ``msg`` one-hot in ``comm``."""
+    lim = agent_u_range[agent]
     m = agent_u_multiplier[agent]
-    u[env, agent, 0] = discrete_component(a // 3, u_range) * m
-    u[env, agent, 1] = discrete_component(a % 3, u_range) * m
+    u[env, agent, 0] = discrete_component(x, lim) * m
+    u[env, agent, 1] = discrete_component(y, lim) * m
+    if talks:
+        for i in range(dim_c):
+            comm[env, agent, i] = 1.0 if i == msg else 0.0
+
+
+@numba.njit
+def mpe_action_index(env, agent, action, u, comm, agent_u_range, agent_u_multiplier, agent_talks, dim_c):
+    """A categorical action (``action`` ``[E, N]``): VMAS's flat index ``(x * 3 + y) * dim_c + c``
+    over the axis choices and, for talkers, the message (``(x * 3 + y)`` for silent agents);
+    clamped to its range."""
+    talks = agent_talks[agent] > 0.0 and dim_c > 0
+    per_message = dim_c if talks else 1
+    a = clamp_index(action[env, agent], 9 * per_message)
+    set_discrete(env, agent, a // (3 * per_message), (a // per_message) % 3, a % per_message, u, comm,
+                 agent_u_range, agent_u_multiplier, talks, dim_c)
+
+
+@numba.njit
+def mpe_action(env, agent, action, u, comm, action_encoding, agent_u_range, agent_u_multiplier, agent_talks,
+               dim_c):
+    """The agent's action row (``action`` ``[E, N, A]``) as VMAS's ``Environment._set_action`` reads
+    it: ``u`` (times ``u_multiplier``) and, for agents that talk, the message ``comm``.
+
+    Continuous rows are ``[u_x, u_y, c_0 .. c_{dim_c - 1}]`` (``u`` clamped to
+    ``+-u_range``, messages to ``[0, 1]``, NaN as 0). Discrete rows are the components
+    (x, y, and the message for talkers; clamped) or their one-hot rows, or one one-hot row
+    of the flat index (see :func:`mpe_action_index`)."""
+    talks = agent_talks[agent] > 0.0 and dim_c > 0
+    if action_encoding == CONTINUOUS:
+        lim = agent_u_range[agent]
+        m = agent_u_multiplier[agent]
+        u[env, agent, 0] = numba.float32(clamp_unit(numba.float64(action[env, agent, 0]), lim)) * m
+        u[env, agent, 1] = numba.float32(clamp_unit(numba.float64(action[env, agent, 1]), lim)) * m
+        if talks:
+            for i in range(dim_c):
+                c = numba.float64(action[env, agent, 2 + i])
+                comm[env, agent, i] = min(max(c, 0.0), 1.0) if c == c else 0.0
+        return
+    msg = 0
+    if action_encoding == MULTI_CATEGORICAL:
+        x = clamp_index(numba.int64(action[env, agent, 0]), 3)
+        y = clamp_index(numba.int64(action[env, agent, 1]), 3)
+        if talks:
+            msg = clamp_index(numba.int64(action[env, agent, 2]), dim_c)
+    elif action_encoding == ONE_HOT:
+        per_message = dim_c if talks else 1
+        a = argmax_run(action, env, agent, 0, 9 * per_message)
+        x, y, msg = a // (3 * per_message), (a // per_message) % 3, a % per_message
+    else:  # MULTI_ONE_HOT
+        x = argmax_run(action, env, agent, 0, 3)
+        y = argmax_run(action, env, agent, 3, 3)
+        if talks:
+            msg = argmax_run(action, env, agent, 6, dim_c)
+    set_discrete(env, agent, x, y, msg, u, comm, agent_u_range, agent_u_multiplier, talks, dim_c)
 
 
 @numba.njit
@@ -98,8 +165,9 @@ def collision_force(env, agent, pos, u, force, entity_size, entity_collide, enti
 
 
 @numba.njit
-def advance(env, agent, pos, vel, force, entity_mass, entity_max_speed, sub_dt, damping):
-    """Semi-implicit Euler: ``vel = vel * damping + F / m * dt``, clamp the speed, ``pos += vel * dt``."""
+def advance(env, agent, pos, vel, force, entity_mass, entity_max_speed, sub_dt, damping, semidim):
+    """Semi-implicit Euler: ``vel = vel * damping + F / m * dt``, clamp the speed, ``pos += vel * dt``,
+    clamped to the world's ``[-semidim[d], semidim[d]]`` (infinite: unbounded)."""
     m = entity_mass[agent]
     vx = numba.float64(vel[env, agent, 0]) * damping + force[env, agent, 0] / m * sub_dt
     vy = numba.float64(vel[env, agent, 1]) * damping + force[env, agent, 1] / m * sub_dt
@@ -111,19 +179,54 @@ def advance(env, agent, pos, vel, force, entity_mass, entity_max_speed, sub_dt, 
             vy = vy / speed * vmax
     vel[env, agent, 0] = vx
     vel[env, agent, 1] = vy
-    pos[env, agent, 0] = pos[env, agent, 0] + vx * sub_dt
-    pos[env, agent, 1] = pos[env, agent, 1] + vy * sub_dt
+    x = numba.float32(pos[env, agent, 0] + numba.float32(vx) * numba.float32(sub_dt))
+    y = numba.float32(pos[env, agent, 1] + numba.float32(vy) * numba.float32(sub_dt))
+    pos[env, agent, 0] = min(max(x, -semidim[0]), semidim[0])
+    pos[env, agent, 1] = min(max(y, -semidim[1]), semidim[1])
 
 
 @numba.njit
-def integrate_first(env, agent, pos, vel, force, entity_mass, entity_max_speed, entity_movable, sub_dt, drag):
+def integrate_first(env, agent, pos, vel, force, entity_mass, entity_max_speed, entity_movable, sub_dt, drag,
+                    semidim):
     """The first substep's integration (drag applied once per step, as VMAS does)."""
     if entity_movable[agent] > 0.0:
-        advance(env, agent, pos, vel, force, entity_mass, entity_max_speed, sub_dt, 1.0 - drag)
+        advance(env, agent, pos, vel, force, entity_mass, entity_max_speed, sub_dt, 1.0 - drag, semidim)
 
 
 @numba.njit
-def integrate(env, agent, pos, vel, force, entity_mass, entity_max_speed, entity_movable, sub_dt):
+def integrate(env, agent, pos, vel, force, entity_mass, entity_max_speed, entity_movable, sub_dt, semidim):
     """A later substep's integration (no drag)."""
     if entity_movable[agent] > 0.0:
-        advance(env, agent, pos, vel, force, entity_mass, entity_max_speed, sub_dt, 1.0)
+        advance(env, agent, pos, vel, force, entity_mass, entity_max_speed, sub_dt, 1.0, semidim)
+
+
+@numba.njit
+def mpe_done(env, agent, step_count, done, terminated, truncated, max_steps, terminated_truncated):
+    """Agent 0 sets the done flags: MPE scenarios never end by themselves, only after ``max_steps``
+    (0: never). That is ``terminated`` (VMAS's single done flag), or with
+    ``terminated_truncated`` ``truncated``."""
+    if agent != 0:
+        return
+    time_up = max_steps > 0 and step_count[env] >= max_steps
+    done[env] = time_up
+    terminated[env] = time_up and not terminated_truncated
+    truncated[env] = time_up and terminated_truncated
+
+
+@numba.njit
+def quiet(env, agent, num_agents, vel, comm):
+    """On reset (VMAS zeroes every entity's state): the agent's velocity and message, and those
+    of the landmarks ``num_agents + agent``, ``+ 2 * num_agents``..."""
+    for j in range(agent, vel.shape[1], num_agents):
+        vel[env, j, 0] = 0.0
+        vel[env, j, 1] = 0.0
+    for i in range(comm.shape[2]):
+        comm[env, agent, i] = 0.0
+
+
+@numba.njit
+def pad_observation(env, agent, observation, agent_observation_size):
+    """Zero the agent's observation row past its own size (groups of smaller observations share
+    the field with larger ones: the padding is never handed out, but every byte is written)."""
+    for i in range(agent_observation_size[agent], observation.shape[2]):
+        observation[env, agent, i] = 0.0

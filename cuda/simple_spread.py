@@ -3,7 +3,7 @@
 ``n`` agents (entities ``0..n-1``) and ``n`` landmarks (entities ``n..2n-1``). Agent
 ``i`` resets itself and landmark ``i``. After the physics, ``spread_partials`` writes
 the agent's observation and its share of the shared reward (landmark ``i``'s term and
-agent ``i``'s overlaps), ``spread_reward`` sums the shares; agent 0 sets the done flags.
+agent ``i``'s overlaps), ``spread_reward`` sums the shares.
 """
 import math
 
@@ -68,16 +68,9 @@ def spread_partials(env, agent, num_agents, pos, vel, observation, reward_part, 
 
 
 @numba.njit
-def spread_reward(env, agent, num_agents, step_count, reward_part, reward, done, terminated, truncated,
-                  max_steps):
-    """Every agent gets the sum of the shares; truncated after ``max_steps`` (never terminated)."""
+def spread_reward(env, agent, num_agents, reward_part, reward):
+    """Every agent gets the sum of the shares."""
     total = 0.0
     for a in range(num_agents):
         total += reward_part[env, a]
     reward[env, agent] = total
-    if agent != 0:
-        return
-    trunc = step_count[env] >= max_steps
-    terminated[env] = False
-    truncated[env] = trunc
-    done[env] = trunc

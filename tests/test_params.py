@@ -6,6 +6,7 @@ import pytest
 
 from all_envs import ENV_CLASSES
 from torchrl_warp import Param, WarpEnv
+from torchrl_warp.envs.mpe import MPEScenario, common_parameters
 from torchrl_warp.params import INT32_MAX, check_params, markdown_table
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "environments.md"
@@ -105,6 +106,14 @@ def test_subclasses_that_declare_defaults_the_old_way_are_told_how():
 @pytest.mark.parametrize("cls", ENV_CLASSES, ids=lambda c: c.__name__)
 def test_the_docs_list_every_parameter_as_declared(cls):
     """docs/environments.md carries each env's generated table, so it cannot drift."""
+    if issubclass(cls, MPEScenario):  # the parameters every scenario shares are documented once
+        assert markdown_table(common_parameters()) in DOCS.read_text(), (
+            "docs/environments.md lacks the MPE scenarios' common parameter table: paste "
+            "torchrl_warp.params.markdown_table(torchrl_warp.envs.mpe.common_parameters())")
+        assert markdown_table(cls.scenario_parameters()) in DOCS.read_text(), (
+            f"docs/environments.md lacks {cls.__name__}'s parameter table: paste "
+            f"torchrl_warp.params.markdown_table({cls.__name__}.scenario_parameters())")
+        return
     assert markdown_table(cls.parameters) in DOCS.read_text(), (
         f"docs/environments.md lacks {cls.__name__}'s parameter table: paste "
         f"torchrl_warp.params.markdown_table({cls.__name__}.parameters)")

@@ -158,7 +158,7 @@ def test_contact_force_by_hand():
 
 @pytest.mark.sim
 def test_specs_and_truncation():
-    env = SimpleSpreadEnv(num_envs=2, max_steps=3, seed=0)
+    env = SimpleSpreadEnv(num_envs=2, max_steps=3, seed=0, terminated_truncated=True)
     check_env_specs(env)
     assert env.observation_spec["agents", "observation"].shape == (2, N, 4 + 2 * N + 2 * (N - 1))
     td = env.rollout(4, break_when_any_done=False)
@@ -166,6 +166,18 @@ def test_specs_and_truncation():
     assert not td["next", "terminated"].any()
     r = td["next", "agents", "reward"]
     assert (r == r[:, :, :1]).all()  # shared
+
+
+def test_time_limit_is_vmas_single_done_by_default():
+    """VMAS's convention (VmasEnv): no truncated key; the time limit sets done and terminated."""
+    env = SimpleSpreadEnv(num_envs=2, max_steps=3, seed=0)
+    assert env.done_keys == ["done", "terminated"]
+    td = env.rollout(4, break_when_any_done=False)
+    assert "truncated" not in td["next"].keys()
+    assert td["next", "terminated"][:, 2].all() and not td["next", "terminated"][:, :2].any()
+    assert (td["next", "done"] == td["next", "terminated"]).all()
+    env = SimpleSpreadEnv(num_envs=2, max_steps=0, seed=0)  # VmasEnv's max_steps=None: no limit
+    assert not env.rollout(30, break_when_any_done=False)["next", "done"].any()
 
 
 def test_reset_distribution():

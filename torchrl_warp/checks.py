@@ -104,8 +104,9 @@ def check_mask(key, value, shapes: list[tuple], device) -> torch.Tensor:
     return value
 
 
-def check_action(key, value, spec, device, check_values: bool) -> None:
-    """Check one action tensor against its spec: shape, dtype, device, then values."""
+def check_action(key, value, spec, device, check_values: bool, check_range: bool = True) -> None:
+    """Check one action tensor against its spec: shape, dtype, device, then values (finite
+    floats, and with ``check_range`` inside the spec)."""
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"action {key!r} must be a torch.Tensor, got {type(value).__name__}")
     if value.shape != spec.shape:
@@ -120,7 +121,7 @@ def check_action(key, value, spec, device, check_values: bool) -> None:
     if check_values and value.is_floating_point() and not bool(torch.isfinite(value).all()):
         raise ValueError(f"action {key!r} has NaN or infinite values; pass check_actions=False to skip "
                          f"this check (the kernels then must not let them into the state)")
-    if check_values and not spec.is_in(value):
+    if check_values and check_range and not spec.is_in(value):
         low, high = _bounds(spec)
         raise ValueError(
             f"action {key!r} has values outside its spec: min {value.min().item()}, "

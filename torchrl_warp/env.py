@@ -59,6 +59,9 @@ class WarpEnv(EnvBase):
 
     parameters: dict[str, Param] = {}
     defaults: dict = {}
+    #: the kernels clamp out-of-range actions as the env's reference does (VMAS's
+    #: ``clamp_actions=True``): ``check_actions`` then refuses only NaN and infinities
+    clamps_actions: bool = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -241,7 +244,8 @@ class WarpEnv(EnvBase):
         for key, value in actions:
             if value is None:
                 raise KeyError(f"the input tensordict has no action {key!r}; expected {self._action_specs[key]}")
-            check_action(key, value, self._action_specs[key], self.device, self.check_actions)
+            check_action(key, value, self._action_specs[key], self.device, self.check_actions,
+                         not self.clamps_actions)
         partial = tensordict.get("_step", None)
         if partial is not None:
             check_mask("_step", partial, self._env_mask_shapes, self.device)

@@ -114,6 +114,9 @@ class Layout:
             reads its own outputs (CartPole keeps its state in the observation).
         group_specs: group name -> :class:`GroupSpec`, for groups whose observation
             shape or action spec differ from ``observation_shape`` / ``action_spec``.
+        truncation: the env hands out a ``truncated`` flag (its specs list it). Without
+            one (VMAS's convention) an env's time limit sets ``terminated``; the kernels
+            still write the ``truncated`` state field (always False then).
         max_registers: a cap on the CUDA kernels' registers per thread (``None``: the
             compiler's choice). Fewer registers fit more blocks on an SM; a cap can also
             mean fewer (a block of 256 threads at 112 registers: 2 per SM where 3 fit at
@@ -132,6 +135,7 @@ class Layout:
     outputs_from_state: bool = False
     max_registers: int | None = None
     group_specs: dict = field(default_factory=dict)
+    truncation: bool = True
 
     def __post_init__(self):
         unknown = set(self.group_specs) - set(self.groups or ())
@@ -140,6 +144,11 @@ class Layout:
         dtypes = {self.action_spec_of(g).dtype for g in self.groups or ()}
         if len(dtypes) > 1:
             raise ValueError(f"every group's action spec must have one dtype, got {', '.join(map(str, dtypes))}")
+
+    @property
+    def done_keys(self) -> tuple:
+        """The done flags the env hands out: ``done``, ``terminated`` (and ``truncated``)."""
+        return DONE_KEYS if self.truncation else DONE_KEYS[:2]
 
     def observation_shape_of(self, group) -> tuple:
         """One agent's observation shape in ``group`` (``None``: the single agent's)."""

@@ -93,7 +93,7 @@ class Outputs:
                 fields[f"agent_{k}"] = flags[:, 3 + i * N: 3 + (i + 1) * N]
         self._fields = {name: self._geometry(view) for name, view in fields.items()}
 
-        entries = [(None, k, fields[k].unsqueeze(-1)) for k in DONE_KEYS]
+        entries = [(None, k, fields[k].unsqueeze(-1)) for k in layout.done_keys]
         rewards = []
         for group, sl in layout.group_slices().items():
             if group is None:
@@ -104,7 +104,7 @@ class Outputs:
                                                              layout.observation_shape_of(group))))
             rewards.append((group, "reward", fields["reward"][:, sl].unsqueeze(-1)))
             if layout.agent_done:
-                entries += [(group, k, fields[f"agent_{k}"][:, sl].unsqueeze(-1)) for k in DONE_KEYS]
+                entries += [(group, k, fields[f"agent_{k}"][:, sl].unsqueeze(-1)) for k in layout.done_keys]
         self._entries = [(g, k, self._geometry(v)) for g, k, v in entries]
         self._entries_with_reward = self._entries + [(g, k, self._geometry(v)) for g, k, v in rewards]
         # batch sizes as torch.Size: _new_unsafe keeps what it is given, and TorchRL's code

@@ -123,7 +123,8 @@ def soak(env, steps: int, reset_every: int = 7, sample_every: int = 50, seed: in
         for name in floats:
             counts[0] += (~torch.isfinite(state[name])).sum()
         nxt = data["next"]
-        counts[1] += (nxt["done"] != (nxt["terminated"] | nxt["truncated"])).sum()
+        truncated = nxt.get("truncated", state["truncated"].unsqueeze(-1))  # an env without the key: the field
+        counts[1] += (nxt["done"] != (nxt["terminated"] | truncated)).sum()
         started = (state["step_count"] == 0) & ~state["done"]
         counts[2] += (was_done & ~started).sum()
         counts[3] += was_done.sum()

@@ -19,7 +19,7 @@ import torch
 from torchrl.data import Categorical, Composite, MultiCategorical, Unbounded
 from torchrl.data.tensor_specs import BoxList
 
-from torchrl_warp.layout import DONE_KEYS, Layout, group_view
+from torchrl_warp.layout import Layout, group_view
 
 __all__ = ["BatchedMultiCategorical", "build_specs", "batched_spec", "action_views"]
 
@@ -93,7 +93,7 @@ def build_specs(layout: Layout, num_envs: int, device) -> dict[str, Composite]:
     """The env's full observation, action, reward and done specs."""
     E = num_envs
     obs, act, rew, done = ({} for _ in range(4))
-    done.update({k: _flag((E, 1), device) for k in DONE_KEYS})
+    done.update({k: _flag((E, 1), device) for k in layout.done_keys})
     for group, sl in layout.group_slices().items():
         n = sl.stop - sl.start
         lead = (E,) if group is None else (E, n)
@@ -108,7 +108,7 @@ def build_specs(layout: Layout, num_envs: int, device) -> dict[str, Composite]:
         rew[group] = Composite(reward=r, shape=lead, device=device)
         if layout.agent_done:
             done[group] = Composite(
-                {k: _flag((E, n, 1), device) for k in DONE_KEYS}, shape=lead, device=device
+                {k: _flag((E, n, 1), device) for k in layout.done_keys}, shape=lead, device=device
             )
     make = lambda d: Composite(d, shape=(E,), device=device)  # noqa: E731
     return {"observation": make(obs), "action": make(act), "reward": make(rew), "done": make(done)}

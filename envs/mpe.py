@@ -24,6 +24,7 @@ Examples:
 """
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import dataclass, field
 
@@ -45,6 +46,7 @@ COLORS = {"red": (0.75, 0.25, 0.25), "green": (0.25, 0.75, 0.25), "blue": (0.25,
           "black": (0.15, 0.15, 0.15)}
 
 __all__ = ["COLORS", "Agent", "Landmark", "World", "ScenarioKernels", "MPEScenario", "MPEEnv", "SCENARIOS",
+           "SCENARIO_NAMES",
            "common_parameters", "default_group_map"]
 
 
@@ -107,7 +109,8 @@ class ScenarioKernels:
     constants: dict = field(default_factory=dict)
 
 
-def common_parameters(substeps: int = 1, collision_force: float = 100.0, max_steps: int = 25) -> dict:
+def common_parameters(substeps: int = 1, collision_force: float = 100.0, max_steps: int = 25, dt: float = 0.1,
+                      drag: float = 0.25, contact_margin: float = 1e-3) -> dict:
     """The parameters every MPE scenario has: VmasEnv's arguments and VMAS's World physics,
     with a scenario's own defaults for those it changes (simple_tag: 10 substeps, force 500)."""
     return {
@@ -118,11 +121,11 @@ def common_parameters(substeps: int = 1, collision_force: float = 100.0, max_ste
                                       "check_actions refuses them"),
         "terminated_truncated": Param(False, "the time limit sets truncated (else terminated, as VMAS's single done)"),
         "max_steps": Param(max_steps, "episode length; 0: no limit (VmasEnv's max_steps=None)", ge=0),
-        "dt": Param(0.1, "seconds per step (VMAS World.dt)", gt=0),
+        "dt": Param(dt, "seconds per step (VMAS World.dt)", gt=0),
         "substeps": Param(substeps, "physics substeps per step (VMAS World.substeps)", ge=1, le=100),
-        "drag": Param(0.25, "velocity lost at each step (VMAS World.drag)", ge=0, le=1),
+        "drag": Param(drag, "velocity lost at each step (VMAS World.drag)", ge=0, le=1),
         "collision_force": Param(collision_force, "contact force multiplier (VMAS World.collision_force)", ge=0),
-        "contact_margin": Param(1e-3, "softness of contacts (VMAS World.contact_margin)", gt=0),
+        "contact_margin": Param(contact_margin, "softness of contacts (VMAS World.contact_margin)", gt=0),
     }
 
 
@@ -332,7 +335,10 @@ class MPEScenario(WarpEnv):
         return draw_discs(pos[order], radii[order], [entities[i].color for i in order], extent, resolution)
 
 
-#: VMAS scenario name -> its class (filled by the scenario modules)
+#: VMAS's MPE scenarios; each is ``torchrl_warp.envs.<name>``
+SCENARIO_NAMES = ("simple", "simple_adversary", "simple_crypto", "simple_push", "simple_reference",
+                  "simple_speaker_listener", "simple_spread", "simple_tag", "simple_world_comm")
+#: VMAS scenario name -> its class (each scenario module adds itself when imported)
 SCENARIOS: dict[str, type] = {}
 
 #: VmasEnv/make_env arguments that cannot apply to kernels, and why
@@ -366,14 +372,13 @@ def MPEEnv(scenario: str, num_envs: int = 1, device="cpu", continuous_actions: b
         >>> env.full_action_spec["adversary", "action"]
         Categorical(...)
     """
-    import torchrl_warp.envs  # noqa: F401 - registers the scenarios
-
     if not isinstance(scenario, str):
-        raise TypeError(f"MPEEnv: scenario must be a scenario name (one of {', '.join(sorted(SCENARIOS))}), "
+        raise TypeError(f"MPEEnv: scenario must be a scenario name (one of {', '.join(SCENARIO_NAMES)}), "
                         f"got {type(scenario).__name__}")
     name = scenario[:-3] if scenario.endswith(".py") else scenario
-    if name not in SCENARIOS:
-        raise ValueError(f"MPEEnv: unknown scenario {scenario!r}; available: {', '.join(sorted(SCENARIOS))}")
+    if name not in SCENARIO_NAMES:
+        raise ValueError(f"MPEEnv: unknown scenario {scenario!r}; available: {', '.join(SCENARIO_NAMES)}")
+    importlib.import_module(f"torchrl_warp.envs.{name}")  # adds it to SCENARIOS
     for key, why in _UNSUPPORTED.items():
         if kwargs.get(key):
             raise ValueError(f"MPEEnv: {key}=True is not supported: {why}")

@@ -6,8 +6,9 @@ import torch
 from torchrl.collectors import Collector
 from torchrl.envs.utils import check_env_specs
 
+from group_envs import MoversEnv, SpeakersEnv
 from policies import pre_drawn_policy
-from torchrl_warp.envs import CartPoleEnv, TagEnv
+from torchrl_warp.envs import CartPoleEnv, SimpleSpreadEnv, TagEnv
 
 pytestmark = pytest.mark.gpu
 
@@ -36,7 +37,20 @@ ENVS = {  # short Tag episodes, so that 100-200 steps include resets
     "tag_scan_small": lambda **kw: TagEnv(num_envs=64, num_taggers=2, num_runners=5, num_other_agents_observed=2,
                                           episode_length=40, **kw),
     "cartpole": lambda **kw: CartPoleEnv(num_envs=512, **kw),
+    # MPE simple_spread, continuous (2 substeps: collision_force and integrate after the
+    # first) and discrete (1 substep); 6-step episodes
+    "simple_spread": lambda **kw: SimpleSpreadEnv(num_envs=64, n_agents=3, substeps=2, max_steps=6, **kw),
+    "simple_spread_discrete": lambda **kw: SimpleSpreadEnv(num_envs=64, n_agents=4, continuous_actions=False,
+                                                           max_steps=6, **kw),
+    # groups that differ (tests/group_envs.py): continuous, and discrete (Categorical and
+    # MultiCategorical); 5-step episodes
+    "movers": lambda **kw: MoversEnv(num_envs=64, **kw),
+    "speakers": lambda **kw: SpeakersEnv(num_envs=64, **kw),
 }
+
+
+def continuous(env):
+    return any(env.full_action_spec[key].dtype.is_floating_point for key in env.action_keys)
 
 
 @pytest.mark.parametrize("name", ENVS)
@@ -55,9 +69,12 @@ def test_rollout_without_host_sync(name):
     """
     env = ENVS[name](device="cuda", check_actions=False)
     env.rollout(3, break_when_any_done=False)  # compile outside the strict region
+    # TorchRL's Bounded.rand() clamps its draws behind `if (out > high).any()`, a sync of
+    # the spec's, not the env's: continuous envs take pre-drawn actions (already on the GPU)
+    policy = pre_drawn_policy(env, 200, device="cuda") if continuous(env) else None
     start = env.reset()
     torch.cuda.synchronize()
-    td = strict(env.rollout)(200, auto_reset=False, tensordict=start, break_when_any_done=False)
+    td = strict(env.rollout)(200, policy=policy, auto_reset=False, tensordict=start, break_when_any_done=False)
     assert td.batch_size == (env.num_envs, 200)
     assert td["next", "done"].any()  # resets happened inside the strict region
 

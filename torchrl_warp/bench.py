@@ -13,6 +13,13 @@ Examples:
     $ python -m torchrl_warp.bench --device cuda --env cartpole --num-envs 1000 1000000
     $ python -m torchrl_warp.bench --device cuda --num-envs 2000 --agents 10+990 --k 2 --phases
     $ python -m torchrl_warp.bench --device cuda --num-envs 10000 --k 2 --search grid scan
+    $ python -m torchrl_warp.bench --device cuda --env simple_tag --agents 3+1 10+100 --num-envs 1000 --vmas
+
+MPE scenarios (``--env simple_spread``, ``simple_tag``, ...) run with continuous actions and
+``max_steps=25``; ``--agents`` is ``n_agents`` for simple_spread and
+``adversaries+good`` for simple_tag. ``--vmas`` also steps VMAS itself (TorchRL's
+``VmasEnv``, same scenario, arguments and device) through the same modes in the same run,
+and prints our speed-up beside it.
 """
 from __future__ import annotations
 
@@ -26,7 +33,8 @@ import torch
 from tensordict import TensorDict
 
 from torchrl_warp.codegen import phase_functions
-from torchrl_warp.envs import CartPoleEnv, TagEnv
+from torchrl_warp.envs import CartPoleEnv, MPEEnv, TagEnv
+from torchrl_warp.envs.mpe import SCENARIO_NAMES
 from torchrl_warp.envs.tag import NEIGHBOR_SEARCHES
 
 __all__ = ["make_env", "measure", "main"]
@@ -34,13 +42,41 @@ __all__ = ["make_env", "measure", "main"]
 MODES = ("step", "step_and_maybe_reset", "collector")
 
 
+#: MPE scenario -> the scenario arguments ``--agents`` sets (``"a+b"``: one number each)
+MPE_AGENT_ARGS = {"simple_spread": ("n_agents",), "simple_tag": ("num_adversaries", "num_good_agents")}
+MPE_MAX_STEPS = 25
+
+
+def mpe_arguments(name: str, agents: str | None) -> dict:
+    """The scenario arguments of ``--agents`` for MPE scenario ``name`` (none: its defaults)."""
+    if agents in (None, "default"):
+        return {}
+    names = MPE_AGENT_ARGS.get(name)
+    counts = [int(x) for x in agents.split("+")]
+    if names is None or len(names) != len(counts):
+        raise ValueError(f"--agents {agents!r} does not apply to {name} (it takes "
+                         f"{'+'.join(names) if names else 'no agent counts: use default'})")
+    return dict(zip(names, counts))
+
+
 def make_env(name: str, num_envs: int, device: str, agents: str | None = None, k: int | None = None, **kw):
-    """A benchmark env: ``agents`` is ``"taggers+runners"`` for Tag."""
+    """A benchmark env: ``agents`` is ``"taggers+runners"`` for Tag, see :func:`mpe_arguments` for MPE."""
     if name == "cartpole":
         return CartPoleEnv(num_envs=num_envs, device=device, check_actions=False, **kw)
+    if name in SCENARIO_NAMES:
+        return MPEEnv(name, num_envs=num_envs, device=device, max_steps=MPE_MAX_STEPS, check_actions=False,
+                      **mpe_arguments(name, agents), **kw)
     taggers, runners = (int(x) for x in (agents or "10+100").split("+"))
     return TagEnv(num_envs=num_envs, device=device, check_actions=False, num_taggers=taggers,
                   num_runners=runners, num_other_agents_observed=k or 10, **kw)
+
+
+def make_vmas_env(name: str, num_envs: int, device: str, agents: str | None = None):
+    """VMAS's own scenario through TorchRL's ``VmasEnv``, with the arguments of :func:`make_env`."""
+    from torchrl.envs.libs.vmas import VmasEnv
+
+    return VmasEnv(name, num_envs=num_envs, device=device, continuous_actions=True, max_steps=MPE_MAX_STEPS,
+                   **mpe_arguments(name, agents))
 
 
 def _action_pool(env, size: int = 8) -> list[TensorDict]:
@@ -149,10 +185,12 @@ def phase_name(phase) -> str:
 
 def main(argv=None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", choices=("tag", "cartpole"), default="tag")
+    parser.add_argument("--env", choices=("tag", "cartpole") + SCENARIO_NAMES, default="tag")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--num-envs", type=int, nargs="+", default=[64])
-    parser.add_argument("--agents", nargs="+", default=["10+100"], help="Tag: taggers+runners")
+    parser.add_argument("--agents", nargs="+", default=None,
+                        help="Tag: taggers+runners (default 10+100); simple_spread: n_agents; "
+                             "simple_tag: adversaries+good (default: the scenario's)")
     parser.add_argument("--k", type=int, nargs="+", default=[10], help="Tag: agents observed")
     parser.add_argument("--mode", choices=MODES, nargs="+", default=["step", "step_and_maybe_reset"])
     parser.add_argument("--steps", type=int, default=50)
@@ -166,28 +204,39 @@ def main(argv=None) -> list[dict]:
                         help="Tag: egocentric_observation=True (the training recipe's layout)")
     parser.add_argument("--search", choices=NEIGHBOR_SEARCHES, nargs="+", default=["auto"],
                         help="Tag: the k-nearest search(es) (neighbor_search)")
+    parser.add_argument("--vmas", action="store_true", help="MPE: also step VMAS itself (TorchRL's VmasEnv)")
+    parser.add_argument("--vmas-steps", type=int, default=10, help="steps per repeat for VMAS (it is slow)")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
+    if args.agents is None:
+        args.agents = ["10+100"] if args.env == "tag" else ["default"]
+    if args.vmas and args.env not in SCENARIO_NAMES:
+        parser.error("--vmas applies to the MPE scenarios")
     if args.env != "tag" and (args.egocentric or args.search != ["auto"]):
         parser.error("--egocentric and --search are Tag options")
     if args.phases:
         return _print_phases(args)
 
     results = []
-    print(f"{'env':9} {'device':7} {'agents':>9} {'k':>3} {'search':>6} {'num_envs':>9} {'mode':22} "
-          f"{'env-steps/s':>13} {'agent-steps/s':>14} {'ms/step':>9}")
+    print(f"{'env':14} {'device':7} {'agents':>9} {'k':>3} {'search':>6} {'num_envs':>9} {'mode':22} "
+          f"{'env-steps/s':>13} {'agent-steps/s':>14} {'ms/step':>9}{'  vs VMAS' if args.vmas else ''}")
     for env, agents, k, search, n in _configurations(args):
+        num_agents = env.num_agents
         for mode in args.mode:
             sec = measure(env, mode, steps=args.steps, repeats=args.repeats, track_traj_ids=args.collector_traj_ids)
-            row = dict(env=args.env, device=str(env.device), backend=env.backend, agents=env.num_agents,
-                       cuda_graphs=not args.no_cuda_graphs, egocentric=args.egocentric, search=search,
-                       k=k, num_envs=n, mode=mode, seconds_per_step=sec,
-                       env_steps_per_s=n / sec, agent_steps_per_s=n * env.num_agents / sec)
-            results.append(row)
-            print(f"{args.env:9} {row['device']:7} {agents:>9} {str(k or '-'):>3} {search:>6} {n:>9} {mode:22} "
-                  f"{row['env_steps_per_s']:>13,.0f} {row['agent_steps_per_s']:>14,.0f} {1e3 * sec:>9.3f}",
-                  flush=True)
-        del env
+            results.append(_row(args, "ours", env, agents, k, search, n, mode, sec, num_agents))
+        if args.vmas:
+            del env
+            vmas = make_vmas_env(args.env, n, args.device, agents)
+            for mode in args.mode:
+                sec = measure(vmas, mode, steps=args.vmas_steps, repeats=args.repeats, warmup=2)
+                ours = next(r for r in results if r["impl"] == "ours" and r["num_envs"] == n
+                            and r["agents_arg"] == agents and r["mode"] == mode)
+                results.append(_row(args, "vmas", vmas, agents, k, search, n, mode, sec, num_agents,
+                                    speedup=sec / ours["seconds_per_step"]))
+            del vmas
+        else:
+            del env
     if args.json:
         meta = dict(torch=torch.__version__, date=time.strftime("%Y-%m-%d"),
                     gpu=torch.cuda.get_device_name() if torch.cuda.is_available() else None)
@@ -196,11 +245,28 @@ def main(argv=None) -> list[dict]:
     return results
 
 
+def _row(args, impl, env, agents, k, search, n, mode, sec, num_agents, speedup=None) -> dict:
+    """One result, printed as it comes."""
+    row = dict(env=args.env, impl=impl, device=str(env.device), backend=getattr(env, "backend", "vmas"),
+               agents=num_agents, agents_arg=agents, cuda_graphs=not args.no_cuda_graphs, egocentric=args.egocentric,
+               search=search, k=k, num_envs=n, mode=mode, seconds_per_step=sec,
+               env_steps_per_s=n / sec, agent_steps_per_s=n * num_agents / sec)
+    name = args.env if impl == "ours" else f"vmas:{args.env}"
+    extra = ""
+    if speedup is not None:
+        row["ours_vs_vmas"] = speedup
+        extra = f"  x{speedup:,.1f}"
+    print(f"{name[:14]:14} {row['device']:7} {agents:>9} {str(k or '-'):>3} {search:>6} {n:>9} {mode:22} "
+          f"{row['env_steps_per_s']:>13,.0f} {row['agent_steps_per_s']:>14,.0f} {1e3 * sec:>9.3f}{extra}", flush=True)
+    return row
+
+
 def _configurations(args):
     """``(env, agents, k, search, num_envs)`` for each point of the grid the arguments ask
     for (``search``: the one the env runs, ``"-"`` for CartPole), one env alive at a time."""
     tag = args.env == "tag"
-    for agents, k, search, n in itertools.product(args.agents if tag else ["1"], args.k if tag else [None],
+    mpe = args.env in SCENARIO_NAMES
+    for agents, k, search, n in itertools.product(args.agents if tag or mpe else ["1"], args.k if tag else [None],
                                                   args.search if tag else [None], args.num_envs):
         options = dict(cuda_graphs=not args.no_cuda_graphs)
         if args.egocentric:

@@ -5,6 +5,7 @@ A new environment adds its entries here.
 """
 from group_envs import MoversEnv, SpeakersEnv
 from torchrl_warp.envs import CartPoleEnv, SimpleSpreadEnv, TagEnv
+from torchrl_warp.envs.simple_world_comm import SimpleWorldCommEnv
 
 #: name -> (class, constructor kwargs), tiny enough for the CUDA simulator
 ENVS = {
@@ -18,13 +19,16 @@ ENVS = {
     "simple_spread": (SimpleSpreadEnv, dict(num_envs=3, max_steps=6)),
     "simple_spread_discrete": (SimpleSpreadEnv, dict(num_envs=2, n_agents=4, continuous_actions=False,
                                                      substeps=2, max_steps=6)),
+    "simple_world_comm": (SimpleWorldCommEnv, dict(num_envs=2, max_steps=6)),
+    "simple_world_comm_discrete": (SimpleWorldCommEnv, dict(num_envs=3, num_good_agents=1, num_adversaries=2,
+                                                            num_forests=1, continuous_actions=False, max_steps=6)),
     # groups that differ (tests/group_envs.py): discrete, and continuous
     "speakers": (SpeakersEnv, dict(num_envs=2)),
     "movers": (MoversEnv, dict(num_envs=2)),
 }
 
 #: the package's env classes (for checks on their declarations and docs)
-ENV_CLASSES = [CartPoleEnv, TagEnv, SimpleSpreadEnv]
+ENV_CLASSES = [CartPoleEnv, TagEnv, SimpleSpreadEnv, SimpleWorldCommEnv]
 
 
 def make(name, **overrides):

@@ -5,6 +5,9 @@ A new environment adds its entries here.
 """
 from group_envs import MoversEnv, SpeakersEnv
 from torchrl_warp.envs import CartPoleEnv, SimpleSpreadEnv, TagEnv
+from torchrl_warp.envs.simple import SimpleEnv
+from torchrl_warp.envs.simple_adversary import SimpleAdversaryEnv
+from torchrl_warp.envs.simple_push import SimplePushEnv
 from torchrl_warp.envs.simple_world_comm import SimpleWorldCommEnv
 
 #: name -> (class, constructor kwargs), tiny enough for the CUDA simulator
@@ -19,6 +22,13 @@ ENVS = {
     "simple_spread": (SimpleSpreadEnv, dict(num_envs=3, max_steps=6)),
     "simple_spread_discrete": (SimpleSpreadEnv, dict(num_envs=2, n_agents=4, continuous_actions=False,
                                                      substeps=2, max_steps=6)),
+    "simple": (SimpleEnv, dict(num_envs=3, max_steps=6)),
+    "simple_discrete": (SimpleEnv, dict(num_envs=2, continuous_actions=False, max_steps=6)),
+    "simple_adversary": (SimpleAdversaryEnv, dict(num_envs=3, max_steps=6)),
+    "simple_adversary_discrete": (SimpleAdversaryEnv, dict(num_envs=2, n_agents=4, n_adversaries=2,
+                                                           continuous_actions=False, max_steps=6)),
+    "simple_push": (SimplePushEnv, dict(num_envs=3, max_steps=6)),
+    "simple_push_discrete": (SimplePushEnv, dict(num_envs=2, continuous_actions=False, substeps=2, max_steps=6)),
     "simple_world_comm": (SimpleWorldCommEnv, dict(num_envs=2, max_steps=6)),
     "simple_world_comm_discrete": (SimpleWorldCommEnv, dict(num_envs=3, num_good_agents=1, num_adversaries=2,
                                                             num_forests=1, continuous_actions=False, max_steps=6)),
@@ -28,7 +38,8 @@ ENVS = {
 }
 
 #: the package's env classes (for checks on their declarations and docs)
-ENV_CLASSES = [CartPoleEnv, TagEnv, SimpleSpreadEnv, SimpleWorldCommEnv]
+ENV_CLASSES = [CartPoleEnv, TagEnv, SimpleEnv, SimpleAdversaryEnv, SimplePushEnv, SimpleSpreadEnv,
+               SimpleWorldCommEnv]
 
 
 def make(name, **overrides):

@@ -267,6 +267,8 @@ class MPEScenario(WarpEnv):
             step += [collision_force, integrate]
         step += list(scenario.step) + [(pad_observation, mpe_done)]
         semidim = [math.inf if s is None else s for s in (world.x_semidim, world.y_semidim)]
+        if getattr(p, "dim_c", world.dim_c) != world.dim_c:
+            raise ValueError(f"{name}: parameter dim_c ({p.dim_c}) must be the world's ({world.dim_c})")
         first = next(iter(group_specs.values()))
         return Layout(
             groups=groups,
@@ -297,10 +299,11 @@ class MPEScenario(WarpEnv):
                 "agent_observation_size": torch.tensor([a.observation_size for a in agents], dtype=torch.int32),
                 "semidim": torch.tensor(semidim, dtype=torch.float32),
                 "action_encoding": encoding,
-                "dim_c": world.dim_c,
                 "collision_force_multiplier": p.collision_force,
                 "sub_dt": p.dt / p.substeps,
                 **scenario.constants,
+                # the world's message size, unless it is a parameter of that name (simple_crypto's)
+                **({} if hasattr(p, "dim_c") else {"dim_c": world.dim_c}),
             },
         )
 

@@ -7,7 +7,10 @@ from group_envs import MoversEnv, SpeakersEnv
 from torchrl_warp.envs import CartPoleEnv, SimpleSpreadEnv, TagEnv
 from torchrl_warp.envs.simple import SimpleEnv
 from torchrl_warp.envs.simple_adversary import SimpleAdversaryEnv
+from torchrl_warp.envs.simple_crypto import SimpleCryptoEnv
 from torchrl_warp.envs.simple_push import SimplePushEnv
+from torchrl_warp.envs.simple_reference import SimpleReferenceEnv
+from torchrl_warp.envs.simple_speaker_listener import SimpleSpeakerListenerEnv
 from torchrl_warp.envs.simple_world_comm import SimpleWorldCommEnv
 
 #: name -> (class, constructor kwargs), tiny enough for the CUDA simulator
@@ -29,6 +32,13 @@ ENVS = {
                                                            continuous_actions=False, max_steps=6)),
     "simple_push": (SimplePushEnv, dict(num_envs=3, max_steps=6)),
     "simple_push_discrete": (SimplePushEnv, dict(num_envs=2, continuous_actions=False, substeps=2, max_steps=6)),
+    "simple_speaker_listener": (SimpleSpeakerListenerEnv, dict(num_envs=3, max_steps=6)),
+    "simple_speaker_listener_one_hot": (SimpleSpeakerListenerEnv, dict(num_envs=2, continuous_actions=False,
+                                                                        categorical_actions=False, max_steps=6)),
+    "simple_reference": (SimpleReferenceEnv, dict(num_envs=2, continuous_actions=False, max_steps=6)),
+    "simple_crypto": (SimpleCryptoEnv, dict(num_envs=3, max_steps=6)),
+    "simple_crypto_multidiscrete": (SimpleCryptoEnv, dict(num_envs=2, dim_c=3, continuous_actions=False,
+                                                          multidiscrete_actions=True, max_steps=6)),
     "simple_world_comm": (SimpleWorldCommEnv, dict(num_envs=2, max_steps=6)),
     "simple_world_comm_discrete": (SimpleWorldCommEnv, dict(num_envs=3, num_good_agents=1, num_adversaries=2,
                                                             num_forests=1, continuous_actions=False, max_steps=6)),
@@ -38,8 +48,8 @@ ENVS = {
 }
 
 #: the package's env classes (for checks on their declarations and docs)
-ENV_CLASSES = [CartPoleEnv, TagEnv, SimpleEnv, SimpleAdversaryEnv, SimplePushEnv, SimpleSpreadEnv,
-               SimpleWorldCommEnv]
+ENV_CLASSES = [CartPoleEnv, TagEnv, SimpleEnv, SimpleAdversaryEnv, SimpleCryptoEnv, SimplePushEnv,
+               SimpleReferenceEnv, SimpleSpeakerListenerEnv, SimpleSpreadEnv, SimpleWorldCommEnv]
 
 
 def make(name, **overrides):

@@ -20,6 +20,7 @@ Command line (on a GPU, the long runs of docs/benchmarks.md)::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -140,7 +141,9 @@ def soak(env, steps: int, reset_every: int = 7, sample_every: int = 50, seed: in
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("env", choices=("tag", "cartpole", "simple_spread"))
+    from torchrl_warp.envs.mpe import SCENARIO_NAMES
+
+    parser.add_argument("env", choices=("tag", "cartpole") + SCENARIO_NAMES)
     parser.add_argument("--num-envs", type=int, default=1000)
     parser.add_argument("--agent-steps", type=float, default=1e7, help="stop after this many agent-steps")
     parser.add_argument("--device", default="cpu")
@@ -152,9 +155,10 @@ def main(argv=None) -> None:
 
     import ast
 
-    from torchrl_warp.envs import CartPoleEnv, SimpleSpreadEnv, TagEnv
+    from torchrl_warp.envs import CartPoleEnv, TagEnv
+    from torchrl_warp.envs.mpe import MPEEnv
 
-    cls = {"tag": TagEnv, "cartpole": CartPoleEnv, "simple_spread": SimpleSpreadEnv}[args.env]
+    cls = {"tag": TagEnv, "cartpole": CartPoleEnv}.get(args.env, functools.partial(MPEEnv, args.env, max_steps=25))
     params = {}
     for item in args.param:
         name, _, value = item.partition("=")

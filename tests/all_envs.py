@@ -11,6 +11,7 @@ from torchrl_warp.envs.simple_crypto import SimpleCryptoEnv
 from torchrl_warp.envs.simple_push import SimplePushEnv
 from torchrl_warp.envs.simple_reference import SimpleReferenceEnv
 from torchrl_warp.envs.simple_speaker_listener import SimpleSpeakerListenerEnv
+from torchrl_warp.envs.simple_tag import SimpleTagEnv
 from torchrl_warp.envs.simple_world_comm import SimpleWorldCommEnv
 
 #: name -> (class, constructor kwargs), tiny enough for the CUDA simulator
@@ -39,6 +40,9 @@ ENVS = {
     "simple_crypto": (SimpleCryptoEnv, dict(num_envs=3, max_steps=6)),
     "simple_crypto_multidiscrete": (SimpleCryptoEnv, dict(num_envs=2, dim_c=3, continuous_actions=False,
                                                           multidiscrete_actions=True, max_steps=6)),
+    "simple_tag": (SimpleTagEnv, dict(num_envs=3, max_steps=6)),
+    "simple_tag_discrete": (SimpleTagEnv, dict(num_envs=2, num_adversaries=2, num_good_agents=2, num_landmarks=1,
+                                               continuous_actions=False, respawn_at_catch=True, max_steps=6)),
     "simple_world_comm": (SimpleWorldCommEnv, dict(num_envs=2, max_steps=6)),
     "simple_world_comm_discrete": (SimpleWorldCommEnv, dict(num_envs=3, num_good_agents=1, num_adversaries=2,
                                                             num_forests=1, continuous_actions=False, max_steps=6)),
@@ -49,7 +53,7 @@ ENVS = {
 
 #: the package's env classes (for checks on their declarations and docs)
 ENV_CLASSES = [CartPoleEnv, TagEnv, SimpleEnv, SimpleAdversaryEnv, SimpleCryptoEnv, SimplePushEnv,
-               SimpleReferenceEnv, SimpleSpeakerListenerEnv, SimpleSpreadEnv, SimpleWorldCommEnv]
+               SimpleReferenceEnv, SimpleSpeakerListenerEnv, SimpleSpreadEnv, SimpleTagEnv, SimpleWorldCommEnv]
 
 
 def make(name, **overrides):

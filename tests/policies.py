@@ -1,6 +1,7 @@
 """A test policy of pre-drawn random actions, shared by the CPU and GPU tests."""
 import torch
 from tensordict import TensorDict
+from torchrl.data import OneHot
 
 
 def pre_drawn_policy(env, steps, seed=0, device="cpu"):
@@ -16,6 +17,10 @@ def pre_drawn_policy(env, steps, seed=0, device="cpu"):
             if s.dtype.is_floating_point:  # a Bounded spec: uniform between its bounds
                 low, high = s.space.low.cpu(), s.space.high.cpu()
                 td.set(key, low + u * (high - low))
+                continue
+            if isinstance(s, OneHot):  # a random index, one-hot
+                index = (u[..., 0] * s.space.n).long()
+                td.set(key, torch.nn.functional.one_hot(index, s.space.n).to(s.dtype))
                 continue
             high = s.nvec.cpu() if hasattr(s, "nvec") else torch.full(s.shape, s.space.n)
             td.set(key, (u * high).long())

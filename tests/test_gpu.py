@@ -8,7 +8,7 @@ from torchrl.envs.utils import check_env_specs
 
 from group_envs import MoversEnv, SpeakersEnv
 from policies import pre_drawn_policy
-from torchrl_warp.envs import CartPoleEnv, SimpleSpreadEnv, TagEnv
+from torchrl_warp.envs import CartPoleEnv, MPEEnv, SimpleSpreadEnv, TagEnv
 
 pytestmark = pytest.mark.gpu
 
@@ -42,6 +42,21 @@ ENVS = {  # short Tag episodes, so that 100-200 steps include resets
     "simple_spread": lambda **kw: SimpleSpreadEnv(num_envs=64, n_agents=3, substeps=2, max_steps=6, **kw),
     "simple_spread_discrete": lambda **kw: SimpleSpreadEnv(num_envs=64, n_agents=4, continuous_actions=False,
                                                            max_steps=6, **kw),
+    # the other MPE scenarios through MPEEnv: groups that differ, messages, world bounds,
+    # obstacles, VMAS's action encodings
+    "simple_tag": lambda **kw: MPEEnv("simple_tag", num_envs=64, max_steps=6, terminated_truncated=True, **kw),
+    "simple_tag_10_20_discrete": lambda **kw: MPEEnv("simple_tag", num_envs=32, num_adversaries=10,
+                                                     num_good_agents=20, continuous_actions=False, max_steps=6, **kw),
+    "simple_world_comm": lambda **kw: MPEEnv("simple_world_comm", num_envs=64, max_steps=6, **kw),
+    "simple_speaker_listener_one_hot": lambda **kw: MPEEnv("simple_speaker_listener", num_envs=64, max_steps=6,
+                                                           continuous_actions=False, categorical_actions=False, **kw),
+    "simple_crypto": lambda **kw: MPEEnv("simple_crypto", num_envs=64, max_steps=6, **kw),
+    "simple_reference_multidiscrete": lambda **kw: MPEEnv("simple_reference", num_envs=64, max_steps=6,
+                                                          continuous_actions=False, multidiscrete_actions=True, **kw),
+    "simple_adversary": lambda **kw: MPEEnv("simple_adversary", num_envs=64, max_steps=6, **kw),
+    "simple_push_discrete": lambda **kw: MPEEnv("simple_push", num_envs=64, max_steps=6, continuous_actions=False,
+                                                **kw),
+    "simple": lambda **kw: MPEEnv("simple", num_envs=64, max_steps=6, **kw),
     # groups that differ (tests/group_envs.py): continuous, and discrete (Categorical and
     # MultiCategorical); 5-step episodes
     "movers": lambda **kw: MoversEnv(num_envs=64, **kw),

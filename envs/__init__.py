@@ -1,7 +1,16 @@
 """torchrl-warp's environments (installed as ``torchrl_warp.envs``)."""
 from torchrl_warp.envs.cartpole import CartPoleEnv
 from torchrl_warp.envs.mpe import MPEEnv
+from torchrl_warp.envs.simple import SimpleEnv
+from torchrl_warp.envs.simple_adversary import SimpleAdversaryEnv
+from torchrl_warp.envs.simple_crypto import SimpleCryptoEnv
+from torchrl_warp.envs.simple_push import SimplePushEnv
+from torchrl_warp.envs.simple_reference import SimpleReferenceEnv
+from torchrl_warp.envs.simple_speaker_listener import SimpleSpeakerListenerEnv
 from torchrl_warp.envs.simple_spread import SimpleSpreadEnv
+from torchrl_warp.envs.simple_tag import SimpleTagEnv
+from torchrl_warp.envs.simple_world_comm import SimpleWorldCommEnv
 from torchrl_warp.envs.tag import TagEnv
 
-__all__ = ["TagEnv", "CartPoleEnv", "MPEEnv", "SimpleSpreadEnv"]
+__all__ = ["TagEnv", "CartPoleEnv", "MPEEnv", "SimpleEnv", "SimpleAdversaryEnv", "SimpleCryptoEnv", "SimplePushEnv",
+           "SimpleReferenceEnv", "SimpleSpeakerListenerEnv", "SimpleSpreadEnv", "SimpleTagEnv", "SimpleWorldCommEnv"]

@@ -64,6 +64,12 @@ ENVS = {  # short Tag episodes, so that 100-200 steps include resets
 }
 
 
+#: envs whose contacts amplify the CUDA/CPU rounding difference (the GPU fuses multiply-adds)
+#: past 1e-5 within an episode: simple_tag's 10 substeps of contact force 500, with 30 agents
+#: crowded in [-1, 1]^2 (1.2e-5 measured on 20 of 3.4M observation entries)
+STIFF = {"simple_tag_10_20_discrete": 1e-4}
+
+
 def continuous(env):
     return any(env.full_action_spec[key].dtype.is_floating_point for key in env.action_keys)
 
@@ -120,7 +126,8 @@ def test_cpu_and_cuda_trajectories_agree(name):
     for key in b.keys(True, True):
         x, y = a[key], b[key]
         if x.dtype.is_floating_point:
-            torch.testing.assert_close(x, y, atol=1e-5, rtol=1e-5, msg=lambda m: f"{key}: {m}")
+            tol = STIFF.get(name, 1e-5)
+            torch.testing.assert_close(x, y, atol=tol, rtol=tol, msg=lambda m: f"{key}: {m}")
         else:
             assert torch.equal(x, y), key
 

@@ -50,3 +50,73 @@ class SimpleSpreadEnv(MPEScenario):
 
 
 SCENARIOS["simple_spread"] = SimpleSpreadEnv
+
+
+class GoToLandmark:
+    """A scripted ``simple_spread`` policy (VMAS keeps such heuristics beside its scenarios):
+    agent ``i`` heads straight for landmark ``i`` at full force.
+
+    A TorchRL policy: called on a TensorDict, it writes ``(group, "action")`` for every
+    group of ``env`` and returns it. It reads the positions from ``env.state["pos"]``
+    (the agents first, then the landmarks), so it is a yardstick, not a learner.
+    Continuous actions: the unit vector towards the landmark times ``u_range`` (message
+    dims, if any, 0). Discrete actions: on each axis, the full force towards the
+    landmark (``0`` when level with it), encoded as the env's action spec wants it
+    (categorical flat index, multi-categorical components, or their one-hot rows).
+
+    Examples:
+        >>> env = SimpleSpreadEnv(num_envs=2, seed=0)
+        >>> td = env.rollout(3, GoToLandmark(env), break_when_any_done=False)
+        >>> td["agents", "action"].shape, bool((td["agents", "action"].norm(dim=-1) - 1).abs().max() < 1e-5)
+        (torch.Size([2, 3, 3, 2]), True)
+        >>> env = SimpleSpreadEnv(num_envs=2, seed=0, continuous_actions=False)
+        >>> GoToLandmark(env)(env.reset())["agents", "action"].dtype
+        torch.int64
+    """
+
+    def __init__(self, env):
+        if len(env.landmarks) < env.n_agents:
+            raise ValueError(f"GoToLandmark: {env.n_agents} agents but {len(env.landmarks)} landmarks")
+        self.env = env
+        self.slices = env.layout.group_slices()
+        self.specs = {g: env.full_action_spec[g, "action"] for g in self.slices}
+        self.u_range = torch.tensor([a.u_range for a in env.agents], device=env.device)
+
+    def __call__(self, tensordict):
+        pos = self.env.state["pos"]
+        n = self.env.n_agents
+        delta = pos[:, n:2 * n] - pos[:, :n]  # [E, n, 2]: agent i -> landmark i
+        for group, rows in self.slices.items():
+            tensordict.set((group, "action"), self._encode(delta[:, rows], self.u_range[rows], self.specs[group]))
+        return tensordict
+
+    @staticmethod
+    def _encode(delta, u_range, spec):
+        from torchrl.data import Bounded, Categorical, MultiCategorical, MultiOneHot, OneHot
+
+        if isinstance(spec, Bounded):
+            norm = delta.norm(dim=-1, keepdim=True)
+            u = torch.where(norm > 0, delta / norm.clamp_min(1e-12), torch.zeros_like(delta)) * u_range[:, None]
+            pad = spec.shape[-1] - 2  # messages: silent
+            action = torch.cat([u, u.new_zeros(*u.shape[:-1], pad)], -1) if pad else u
+            return action.to(spec.dtype)
+        # per axis: 0 stays, 1 pushes to -u_range, 2 to +u_range (VMAS's discrete components)
+        sign = torch.sign(delta).long()
+        x, y = [torch.where(s > 0, 2, torch.where(s < 0, 1, 0)) for s in sign.unbind(-1)]
+        if isinstance(spec, MultiCategorical):  # (a Categorical too: asked first)
+            parts = [x, y] + [torch.zeros_like(x)] * (spec.shape[-1] - 2)
+            return torch.stack(parts, -1).to(spec.dtype)
+        if isinstance(spec, Categorical):
+            per_message = spec.space.n // 9
+            return ((x * 3 + y) * per_message).to(spec.dtype)
+        if isinstance(spec, MultiOneHot):  # (a OneHot too: asked first)
+            parts = [torch.nn.functional.one_hot(x, 3), torch.nn.functional.one_hot(y, 3)]
+            parts += [torch.nn.functional.one_hot(torch.zeros_like(x), int(s)) for s in spec.nvec[2:]]
+            return torch.cat(parts, -1).to(spec.dtype)
+        if isinstance(spec, OneHot):
+            per_message = spec.space.n // 9
+            return torch.nn.functional.one_hot((x * 3 + y) * per_message, spec.space.n).to(spec.dtype)
+        raise TypeError(f"GoToLandmark: unsupported action spec {type(spec).__name__}")
+
+
+__all__ += ["GoToLandmark"]

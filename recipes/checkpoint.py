@@ -12,7 +12,8 @@ A checkpoint is one dict, written with ``torch.save`` and read with
 :func:`load_checkpoint` refuses, naming the file and the problem, a file that is not
 such a dict (empty, truncated, foreign, or holding other objects), one with a missing
 or mistyped entry or a NaN/inf tensor, and one whose networks would not fit the config
-(``env.name``, ``env.params``, ``algo.name``, ``algo.hidden``, ``algo.obs_norm`` differ).
+(``env.name``, ``env.params``, ``algo.name``, ``algo.hidden``, ``algo.obs_norm`` differ, and
+for MPE ``env.scenario``).
 
 Example:
     >>> import tempfile
@@ -34,13 +35,15 @@ import re
 import torch
 from omegaconf import OmegaConf
 
-__all__ = ["FORMAT", "MUST_MATCH", "CheckpointError", "plain_config", "save_checkpoint", "load_checkpoint",
-           "restore"]
+__all__ = ["FORMAT", "MUST_MATCH", "MUST_MATCH_MPE", "CheckpointError", "plain_config", "save_checkpoint",
+           "load_checkpoint", "restore"]
 
 FORMAT = 1
 KEYS = ("format", "agents", "optimizer", "frames", "iteration", "config")
 # config keys that shape the networks or the env's observations: a resumed run must have the checkpoint's
 MUST_MATCH = ("env.name", "env.params", "algo.name", "algo.hidden", "algo.obs_norm")
+# and for MPE (both configs env=mpe; checkpoints of the other envs may predate the key)
+MUST_MATCH_MPE = ("env.scenario",)
 
 
 class CheckpointError(ValueError):
@@ -148,7 +151,9 @@ def load_checkpoint(path: str, cfg, env_defaults: dict | None = None) -> dict:
     problems = _problems(ckpt)
     if not problems:
         ours = plain_config(cfg)
-        for k in MUST_MATCH:
+        both_mpe = ours["env"].get("name") == "mpe" and isinstance(ckpt["config"].get("env"), dict) \
+            and ckpt["config"]["env"].get("name") == "mpe"
+        for k in MUST_MATCH + (MUST_MATCH_MPE if both_mpe else ()):
             try:
                 theirs = _dotted(ckpt["config"], k)
             except KeyError:

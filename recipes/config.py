@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional
 from hydra.core.config_store import ConfigStore
 
 __all__ = ["EnvConfig", "AlgoConfig", "TrainConfig", "MatmulPrecision", "Interval", "setting",
-           "ConfigError", "check_config", "settings_table", "register"]
+           "ConfigError", "check_config", "check_scenario", "mpe_scenarios", "settings_table", "register"]
 
 
 class MatmulPrecision(Enum):
@@ -110,14 +110,48 @@ def check_device(name: str) -> Optional[str]:
     return None
 
 
-ENV_NAMES = ("cartpole", "tag")
-MULTI_AGENT_ENVS = ("tag",)             # envs with agent groups: mappo or ippo; the others: ppo
+ENV_NAMES = ("cartpole", "tag", "mpe")
+MULTI_AGENT_ENVS = ("tag", "mpe")       # envs with agent groups: mappo or ippo; the others: ppo
 ALGO_NAMES = ("ppo", "mappo", "ippo")
+
+
+def mpe_scenarios() -> tuple[str, ...]:
+    """The MPE scenarios this installation has (``torchrl_warp.envs.<name>`` exists), in
+    ``SCENARIO_NAMES``'s order: the names ``env.scenario`` takes with ``env=mpe``.
+
+    >>> "simple_spread" in mpe_scenarios()
+    True
+    """
+    import importlib.util
+
+    from torchrl_warp.envs.mpe import SCENARIO_NAMES
+
+    return tuple(n for n in SCENARIO_NAMES if importlib.util.find_spec(f"torchrl_warp.envs.{n}") is not None)
+
+
+def check_scenario(name: str) -> Optional[str]:
+    """The problem with an ``env.scenario`` value, or None: empty (envs other than mpe) or an
+    MPE scenario this installation has.
+
+    >>> check_scenario("simple_sprad")
+    "must be one of ...simple_spread, ..., got 'simple_sprad'"
+    """
+    if name == "":
+        return None
+    from torchrl_warp.envs.mpe import SCENARIO_NAMES
+
+    available = mpe_scenarios()
+    if name in available:
+        return None
+    if name in SCENARIO_NAMES:
+        return f"is {name!r}, a VMAS scenario torchrl-warp does not have yet (available: {', '.join(available)})"
+    return f"must be one of {', '.join(available)}, got {name!r}"
 
 
 @dataclass
 class EnvConfig:
     name: str = setting("cartpole", "the environment", choices=ENV_NAMES)
+    scenario: str = setting("", "the MPE scenario (env=mpe; empty for the other envs)", check=check_scenario)
     num_envs: int = setting(512, "environments stepped in parallel", "[1, inf)")
     steps_per_batch: int = setting(32, "steps per env per batch: a batch is num_envs x steps_per_batch frames",
                                    "[1, inf)")
@@ -211,15 +245,36 @@ def check_config(cfg) -> None:
             (cfg.env.name in MULTI_AGENT_ENVS) == (cfg.algo.name == "ppo"):
         problems.append(f"algo={cfg.algo.name} does not fit env={cfg.env.name}: use ppo for single-agent envs, "
                         f"mappo or ippo for multi-agent ones")
+    problems += _mpe_problems(cfg.env)
     if problems:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+
+
+def _mpe_problems(env) -> list[str]:
+    """What ``env=mpe`` needs of ``env.scenario`` and ``env.params``, and that the other envs
+    have no scenario (the scenario's own parameters are checked by its constructor)."""
+    if env.name != "mpe":
+        return [f"env.scenario applies to env=mpe only, got {env.scenario!r} with env={env.name}"] \
+            if env.scenario else []
+    problems = []
+    if not env.scenario:
+        problems.append(f"env.scenario must name an MPE scenario with env=mpe: one of {', '.join(mpe_scenarios())}")
+    params = env.params
+    max_steps = params.get("max_steps", None)
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+        problems.append(f"env.params.max_steps must be an int >= 1 with env=mpe (the evaluation plays one "
+                        f"episode), got {max_steps!r}")
+    if params.get("continuous_actions", True) is False and params.get("categorical_actions", True) is False:
+        problems.append("env.params.categorical_actions=false (one-hot actions) is not trained by the recipe: "
+                        "its discrete policies sample indices (categorical_actions=true)")
+    return problems
 
 
 def settings_table() -> str:
     """Every config key with its default, its allowed values and its doc, as a Markdown table.
 
     >>> print(settings_table().splitlines()[2])
-    | env.name | cartpole | cartpole, tag | the environment |
+    | env.name | cartpole | cartpole, tag, mpe | the environment |
     """
     rows = ["| key | default | allowed | meaning |", "|---|---|---|---|"]
 
@@ -240,6 +295,8 @@ def settings_table() -> str:
                 allowed = "true, false"
             elif m["check"] is check_device:
                 allowed = "auto, cpu, cuda, cuda:<index> (of a CUDA device this machine has)"
+            elif m["check"] is check_scenario:
+                allowed = f"empty, or with env=mpe one of {', '.join(mpe_scenarios())}"
             rows.append(f"| {prefix}{f.name} | {default} | {allowed} | {m['doc']} |")
 
     walk(TrainConfig, "")

@@ -3,9 +3,11 @@
     python -m torchrl_warp.recipes.train                          # CartPole + PPO (CPU or GPU)
     python -m torchrl_warp.recipes.train env=tag algo=mappo       # Tag: taggers vs runners
     python -m torchrl_warp.recipes.train env=tag algo=ippo device=cuda env.num_envs=1024
+    python -m torchrl_warp.recipes.train env=mpe algo=mappo       # MPE simple_spread (env.scenario=...)
 
 Everything is TorchRL: a ``Collector`` with env and policy on one device, ``MultiAgentMLP``
-actors and critics (one set per agent group), ``ProbabilisticActor``, ``ClipPPOLoss`` /
+actors and critics (one set per agent group), ``ProbabilisticActor`` (categorical, or for
+continuous MPE actions ``TanhNormal`` within the spec's bounds), ``ClipPPOLoss`` /
 ``MAPPOLoss`` / ``IPPOLoss`` with (multi-agent) GAE, a replay buffer on the device, a
 TorchRL logger. Written to Hydra's run directory: ``train/scalars/*.csv`` (or TensorBoard
 events), ``checkpoint.pt`` (models and optimizer; ``resume=<path>`` continues from it),
@@ -32,21 +34,56 @@ from torchrl.collectors import Collector  # noqa: E402
 from torchrl.data import LazyTensorStorage, ReplayBuffer  # noqa: E402
 from torchrl.data.replay_buffers.samplers import SamplerWithoutReplacement  # noqa: E402
 from torchrl.envs.utils import ExplorationType, set_exploration_type  # noqa: E402
-from torchrl.modules import MLP, MultiAgentMLP, ProbabilisticActor  # noqa: E402
+from tensordict.nn import NormalParamExtractor  # noqa: E402
+from torchrl.data import Bounded, Categorical, MultiCategorical  # noqa: E402
+from torchrl.modules import MLP, MultiAgentMLP, ProbabilisticActor, TanhNormal  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from torchrl_warp.distributions import MultiCategoricalLogits  # noqa: E402
-from torchrl_warp.envs import CartPoleEnv, TagEnv  # noqa: E402
+from torchrl_warp.envs import CartPoleEnv, MPEEnv, TagEnv  # noqa: E402
 from torchrl_warp.recipes.checkpoint import load_checkpoint, restore, save_checkpoint  # noqa: E402
 from torchrl_warp.recipes.config import check_config, register  # noqa: E402
 from torchrl_warp.recipes.losses import LOSSES  # noqa: E402
 from torchrl_warp.recipes.metrics import (  # noqa: E402
     EpisodeTracker, count_tags, make_logger, plot_learning_curve, tags_per_episode,
 )
+from torchrl_warp.recipes.mpe_scripted import UniformRandom, gap_closed, mean_episode_returns  # noqa: E402
 from torchrl_warp.recipes.scripted import Steer  # noqa: E402
 
 register()
-ENVS = {"tag": TagEnv, "cartpole": CartPoleEnv}
+
+
+def mpe_env(num_envs: int = 1, device="cpu", *, scenario: str = "simple_spread", **kwargs):
+    """``MPEEnv(scenario, ...)`` called as the other envs are (``scenario`` a keyword)."""
+    return MPEEnv(scenario, num_envs=num_envs, device=device, **kwargs)
+
+
+ENVS = {"tag": TagEnv, "cartpole": CartPoleEnv, "mpe": mpe_env}
+
+
+def env_defaults(cfg) -> dict:
+    """The env's parameters as its constructor defaults them, for comparing ``env.params`` with a
+    checkpoint's: MPE's are its scenario's, with ``MPEEnv``'s own defaults (``max_steps=None``:
+    no limit, 0) over the class's.
+
+    >>> from omegaconf import OmegaConf
+    >>> env_defaults(OmegaConf.create({"env": {"name": "mpe", "scenario": "simple_spread"}}))["max_steps"]
+    0
+    """
+    if cfg.env.name != "mpe":
+        return ENVS[cfg.env.name].defaults
+    import importlib
+    import inspect
+
+    from torchrl_warp.envs.mpe import SCENARIOS
+
+    importlib.import_module(f"torchrl_warp.envs.{cfg.env.scenario}")  # registers it in SCENARIOS
+    signature = inspect.signature(MPEEnv).parameters
+    defaults = dict(SCENARIOS[cfg.env.scenario].defaults)
+    for name in ("continuous_actions", "categorical_actions"):
+        defaults[name] = signature[name].default
+    defaults["max_steps"] = signature["max_steps"].default or 0
+    return defaults
 
 
 def key(group, name):
@@ -64,6 +101,8 @@ def make_env(cfg: DictConfig, device, num_envs: int, seed: int):
     if cfg.env.name not in ENVS:
         raise ValueError(f"unknown env {cfg.env.name!r}; expected one of {sorted(ENVS)}")
     params = OmegaConf.to_container(cfg.env.params)
+    if cfg.env.name == "mpe":  # out-of-range continuous actions are clamped in the kernel (check_actions=False)
+        params["scenario"] = cfg.env.scenario
     return ENVS[cfg.env.name](num_envs=num_envs, device=device, seed=seed, check_actions=False, **params)
 
 
@@ -110,6 +149,54 @@ def observation_stats(env, groups, steps: int) -> tuple[torch.Tensor, torch.Tens
     return loc, torch.where(std > 1e-3, std, torch.ones_like(std))
 
 
+def observation_stats_by_group(env, groups, steps: int) -> dict:
+    """:func:`observation_stats` of each group's own observations (MPE: groups whose
+    observations differ in size and meaning, simple_tag's adversaries and good agents):
+    ``{group: (loc, scale)}``, from one random-action rollout."""
+    total = {g: 0.0 for g in groups}
+    total_sq = {g: 0.0 for g in groups}
+    count = {g: 0 for g in groups}
+    with torch.no_grad():
+        td = env.reset()
+        for _ in range(steps):
+            out, td = env.step_and_maybe_reset(env.rand_action(td))
+            for g in groups:
+                obs = out["next", key(g, "observation")]
+                obs = obs.reshape(-1, obs.shape[-1]).double()
+                total[g], total_sq[g] = total[g] + obs.sum(0), total_sq[g] + obs.square().sum(0)
+                count[g] += obs.shape[0]
+    stats = {}
+    for g in groups:
+        loc = total[g] / count[g]
+        std = (total_sq[g] / count[g] - loc.square()).clamp_min(0).mul(count[g] / max(count[g] - 1, 1)).sqrt()
+        loc, std = loc.float(), std.float()
+        stats[g] = (loc, torch.where(std > 1e-3, std, torch.ones_like(std)))
+    return stats
+
+
+def with_group_done_flags(batch, groups):
+    """``batch`` with ``("next", group, "done" / "terminated")`` for groups that lack them: MPE's
+    done flags are the env's (``VmasEnv``'s, at the root), the multi-agent losses read one per
+    agent, so the root's are expanded over the group's agents (a view, no copy). Envs with
+    their own per-group flags (Tag) are left as they are.
+
+    >>> from tensordict import TensorDict
+    >>> td = TensorDict({"next": {"done": torch.zeros(2, 5, 1, dtype=torch.bool),
+    ...                           "agents": TensorDict({"reward": torch.zeros(2, 5, 3, 1)}, [2, 5, 3])}}, [2, 5])
+    >>> with_group_done_flags(td, ["agents"])["next", "agents", "done"].shape
+    torch.Size([2, 5, 3, 1])
+    """
+    for g in groups:
+        if g is None:
+            continue
+        shape = batch.get(("next", g, "reward")).shape
+        for flag in ("done", "terminated"):
+            root = batch.get(("next", flag), None)
+            if root is not None and batch.get(("next", g, flag), None) is None:
+                batch.set(("next", g, flag), root.unsqueeze(-1).expand(shape))
+    return batch
+
+
 class GroupAgent(torch.nn.Module):
     """The actor, critic and loss of one agent group (or of the single agent).
 
@@ -119,8 +206,9 @@ class GroupAgent(torch.nn.Module):
 
     def __init__(self, env, group, algo: DictConfig, device, obs_stats=None):
         super().__init__()
-        obs_dim = env.layout.observation_shape[-1]
+        obs_dim = env.layout.observation_shape_of(group)[-1]  # groups' may differ (MPE's simple_tag)
         spec = env.full_action_spec[key(group, "action")]
+        params = ["logits"]  # what the actor's network writes, the distribution's arguments
         hidden = list(algo.hidden)
         # floats per frame the critic reads (every agent's observation) and holds in a hidden
         # layer (one row per agent, or one for the group: MAPPO's centralised critic)
@@ -136,18 +224,33 @@ class GroupAgent(torch.nn.Module):
             dist, dist_kwargs = torch.distributions.Categorical, {}
         else:  # a group of agents sharing a policy; MAPPO's critic sees the whole group
             n = env.layout.groups[group]
-            nvec = spec.nvec.reshape(-1, spec.shape[-1])[0].tolist()
             mlp = dict(n_agents=n, share_params=True, depth=len(hidden), num_cells=hidden,
                        activation_class=torch.nn.Tanh, device=device)
-            actor_net = MultiAgentMLP(obs_dim, sum(nvec), centralized=False, **mlp)
+            if isinstance(spec, Bounded):  # continuous (MPE): a TanhNormal within the spec's bounds
+                dim = spec.shape[-1]
+                actor_net = torch.nn.Sequential(MultiAgentMLP(obs_dim, 2 * dim, centralized=False, **mlp),
+                                                NormalParamExtractor())
+                # bounds of the group's agents, [n, dim] (batch dims dropped: the same in every env)
+                low, high = (b.reshape(-1, n, dim)[0].to(device) for b in (spec.space.low, spec.space.high))
+                dist, dist_kwargs, params = TanhNormal, {"low": low, "high": high}, ["loc", "scale"]
+            elif isinstance(spec, MultiCategorical):  # Tag, MPE's multidiscrete_actions (a Categorical too)
+                nvec = spec.nvec.reshape(-1, spec.shape[-1])[0].tolist()
+                actor_net = MultiAgentMLP(obs_dim, sum(nvec), centralized=False, **mlp)
+                dist, dist_kwargs = MultiCategoricalLogits, {"nvec": nvec}
+            elif isinstance(spec, Categorical):  # MPE's discrete actions: one index per agent
+                actor_net = MultiAgentMLP(obs_dim, spec.space.n, centralized=False, **mlp)
+                dist, dist_kwargs = torch.distributions.Categorical, {}
+            else:
+                raise TypeError(f"group {group!r}: the recipe trains Bounded, Categorical or MultiCategorical "
+                                f"actions, not {type(spec).__name__}")
             critic_net = MultiAgentMLP(obs_dim, 1, centralized=algo.name == "mappo", **mlp)
-            dist, dist_kwargs = MultiCategoricalLogits, {"nvec": nvec}
         if obs_stats is not None:
             actor_net = torch.nn.Sequential(Standardize(*obs_stats), actor_net)
             critic_net = torch.nn.Sequential(Standardize(*obs_stats), critic_net)
         self.actor = ProbabilisticActor(
-            TensorDictModule(actor_net, in_keys=[key(group, "observation")], out_keys=[key(group, "logits")]),
-            in_keys={"logits": key(group, "logits")},
+            TensorDictModule(actor_net, in_keys=[key(group, "observation")],
+                             out_keys=[key(group, p) for p in params]),
+            in_keys={p: key(group, p) for p in params},
             out_keys=[key(group, "action")],
             distribution_class=dist,
             distribution_kwargs=dist_kwargs,
@@ -218,8 +321,10 @@ def evaluate(cfg, agents, device) -> dict:
     """Evaluation on fresh envs: mean return of one episode per env, and for Tag tags per episode.
 
     CartPole's policy acts greedily; Tag's policies sample (a greedy Tag policy is a
-    different, worse strategy than the one trained).
+    different, worse strategy than the one trained). MPE: :func:`evaluate_mpe`.
     """
+    if cfg.env.name == "mpe":
+        return evaluate_mpe(cfg, agents, device)
     env = make_env(cfg, device, cfg.eval_envs, seed=cfg.seed + 10_000)
     groups = list(agents)
     steps = env.params.max_steps if cfg.env.name == "cartpole" else env.params.episode_length
@@ -256,19 +361,73 @@ def evaluate(cfg, agents, device) -> dict:
     return result
 
 
+@torch.no_grad()
+def evaluate_mpe(cfg, agents, device) -> dict:
+    """MPE evaluation on ``eval_envs`` fresh envs, one episode (``max_steps``) each, every
+    rollout from the same seed (the same initial positions): each group's mean episode
+    return (mean over its agents and the envs)
+
+    - ``eval_return/<group>``: the trained policies, sampling (as trained);
+    - ``eval_return_deterministic/<group>``: the trained policies' means (TanhNormal: the
+      tanh of its location; categorical: the most likely action);
+    - with several groups, ``eval_return_random_<g>/<group>``: group ``g`` uniform-random
+      against the others' trained policies (simple_tag: do the trained adversaries tag more
+      than random ones, against the same trained good agents?);
+    - simple_spread: ``eval_return_random/<group>`` (uniform-random agents) and
+      ``eval_return_scripted/<group>`` (``GoToLandmark``: agent i straight to landmark i),
+      and ``eval_gap_closed[_deterministic]/<group>``: the fraction of the random ->
+      scripted gap the trained policy closes.
+    """
+    env = make_env(cfg, device, cfg.eval_envs, seed=cfg.seed + 10_000)
+    groups = list(agents)
+    steps = env.params.max_steps
+
+    def returns(policy, mode=ExplorationType.RANDOM):
+        env.set_seed(cfg.seed + 10_000)
+        with set_exploration_type(mode):
+            return mean_episode_returns(env, policy, steps)
+
+    trained = TensorDictSequential(*[agents[g].actor for g in groups])
+    result = {}
+    for suffix, mode in (("", ExplorationType.RANDOM), ("_deterministic", ExplorationType.DETERMINISTIC)):
+        for g, value in returns(trained, mode).items():
+            result[f"eval_return{suffix}/{g}"] = value
+    if len(groups) > 1:
+        for g in groups:  # (in a TensorDictSequential: rollout would read a lambda's argument names as keys)
+            mixed = TensorDictSequential(UniformRandom(env, [g]), *[agents[h].actor for h in groups if h != g])
+            result.update({f"eval_return_random_{g}/{h}": value for h, value in returns(mixed).items()})
+    if cfg.env.scenario == "simple_spread":
+        from torchrl_warp.envs.simple_spread import GoToLandmark
+
+        torch.manual_seed(cfg.seed + 10_000)
+        for name, policy in (("random", UniformRandom(env)), ("scripted", GoToLandmark(env))):
+            result.update({f"eval_return_{name}/{g}": value for g, value in returns(policy).items()})
+        for suffix in ("", "_deterministic"):
+            for g in groups:
+                result[f"eval_gap_closed{suffix}/{g}"] = gap_closed(
+                    result[f"eval_return{suffix}/{g}"], result[f"eval_return_random/{g}"],
+                    result[f"eval_return_scripted/{g}"])
+    return result
+
+
 def train(cfg: DictConfig, out_dir: str) -> dict:
     imports_seconds = seconds_since_launch()  # Python, torch, TorchRL, Numba, Hydra's config
     check_config(cfg)  # every value in its range, the algo fits the env
     # tensors and plain data, fitting cfg (env.params compared as the env resolves them)
-    ckpt = load_checkpoint(cfg.resume, cfg, ENVS[cfg.env.name].defaults) if cfg.resume else None
+    ckpt = load_checkpoint(cfg.resume, cfg, env_defaults(cfg)) if cfg.resume else None
     device = pick_device(cfg.device)
     torch.manual_seed(cfg.seed)
     torch.set_float32_matmul_precision(cfg.algo.matmul_precision.value)
     env = make_env(cfg, device, cfg.env.num_envs, cfg.seed)
     groups = list(env.layout.groups) if env.layout.groups else [None]
     # with obs_norm the stats are buffers of the networks: a resumed run loads them from the checkpoint
-    obs_stats = observation_stats(env, groups, cfg.env.steps_per_batch) if cfg.algo.obs_norm else None
-    agents = torch.nn.ModuleDict({g or "agent": GroupAgent(env, g, cfg.algo, device, obs_stats) for g in groups})
+    # (MPE: each group's own, its observations its own kind; Tag: one set for both groups)
+    per_group = cfg.env.name == "mpe"
+    stats_of = observation_stats_by_group if per_group else observation_stats
+    obs_stats = stats_of(env, groups, cfg.env.steps_per_batch) if cfg.algo.obs_norm else None
+    agents = torch.nn.ModuleDict({
+        g or "agent": GroupAgent(env, g, cfg.algo, device, obs_stats[g] if per_group and obs_stats else obs_stats)
+        for g in groups})
     agents_by_group = {g: agents[g or "agent"] for g in groups}
     # fused: one kernel for every parameter's update (CartPole, H200: 7.7 -> 6.4 ms of host
     # time per gradient step, docs/benchmarks.md); a graph-captured step needs a capturable
@@ -316,6 +475,7 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
         iteration += 1
         frames_done += batch.numel()
         tracker.update(batch)
+        with_group_done_flags(batch, groups)  # MPE: its root done flags, per agent for the losses
         with torch.no_grad():
             for g in groups:
                 agents_by_group[g].advantage(batch)
@@ -354,7 +514,8 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     eval_start = time.perf_counter()
     evaluation = evaluate(cfg, agents_by_group, device)
     summary = {
-        "env": cfg.env.name, "algo": cfg.algo.name, "device": str(device), "frames": frames_done,
+        "env": cfg.env.name, **({"scenario": cfg.env.scenario} if cfg.env.name == "mpe" else {}),
+        "algo": cfg.algo.name, "device": str(device), "frames": frames_done,
         "agent_steps": frames_done * agent_steps_per_frame, "train_seconds": train_seconds,
         "agent_steps_per_s": frames_done * agent_steps_per_frame / train_seconds,
         "final": history[-1] if history else {}, **evaluation,
@@ -362,7 +523,8 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
         "imports_seconds": imports_seconds, "setup_seconds": setup_seconds,
         "eval_seconds": time.perf_counter() - eval_start, "wall_seconds_since_launch": seconds_since_launch(),
     }
-    plot_learning_curve(history, os.path.join(out_dir, "learning_curve.png"), title=f"{cfg.env.name} / {cfg.algo.name}")
+    env_title = f"mpe {cfg.env.scenario}" if cfg.env.name == "mpe" else cfg.env.name
+    plot_learning_curve(history, os.path.join(out_dir, "learning_curve.png"), title=f"{env_title} / {cfg.algo.name}")
     with open(os.path.join(out_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     print(json.dumps({k: v for k, v in summary.items() if k != "final"}, indent=1))

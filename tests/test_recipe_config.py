@@ -60,7 +60,7 @@ BAD = [
     ("algo.hidden=[64,0]", "algo.hidden must be a non-empty list of numbers in [1, inf), got [64, 0]"),
     ("seed=-1", "seed must be in [0, inf), got -1"),
     ("profile_iteration=-1", "profile_iteration must be in [0, inf), got -1"),
-    ("env.name=pong", "env.name must be one of cartpole, tag, got 'pong'"),
+    ("env.name=pong", "env.name must be one of cartpole, tag, mpe, got 'pong'"),
     ("algo.name=sac", "algo.name must be one of ppo, mappo, ippo, got 'sac'"),
     ("logger=wandb", "logger must be one of csv, tensorboard, none, got 'wandb'"),
     ("device=gpu", "device must be one of auto, cpu, cuda, cuda:<index>, got 'gpu'"),
@@ -111,6 +111,7 @@ def test_a_cuda_index_the_machine_lacks_is_refused(monkeypatch):
 
 
 @pytest.mark.parametrize("overrides", [[], ["env=tag", "algo=mappo"], ["env=tag", "algo=ippo"],
+                                       ["env=mpe", "algo=mappo"], ["env=mpe", "algo=ippo"],
                                        ["time_limit_s=0", "profile_iteration=0", "algo.gamma=1", "algo.lmbda=0",
                                         "algo.entropy_coeff=0", "seed=0", "algo.hidden=[1]"]])
 def test_the_shipped_configs_and_the_range_ends_pass(overrides):
@@ -145,7 +146,8 @@ def test_the_env_names_are_the_recipes_envs_and_their_kinds():
     from torchrl_warp.recipes.train import ENVS
 
     assert set(ENV_NAMES) == set(ENVS)
-    params = {"tag": dict(num_taggers=2, num_runners=3, num_other_agents_observed=2)}
+    params = {"tag": dict(num_taggers=2, num_runners=3, num_other_agents_observed=2),
+              "mpe": dict(max_steps=25, terminated_truncated=True)}  # env/mpe.yaml's: kernels compiled once
     for name, cls in ENVS.items():
         env = cls(num_envs=2, seed=0, **params.get(name, {}))
         assert bool(env.layout.groups) == (name in MULTI_AGENT_ENVS), name

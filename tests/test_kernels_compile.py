@@ -10,7 +10,7 @@ import re
 import pytest
 
 from test_atomics import compile_ptx, needs_nvvm
-from torchrl_warp.envs import CartPoleEnv, SimpleSpreadEnv, TagEnv
+from torchrl_warp.envs import CartPoleEnv, MPEEnv, SimpleSpreadEnv, TagEnv
 
 TAG = dict(num_taggers=2, num_runners=6)
 
@@ -24,7 +24,14 @@ TAG = dict(num_taggers=2, num_runners=6)
     lambda: TagEnv(num_envs=2, use_full_observation=True, **TAG),
     lambda: SimpleSpreadEnv(num_envs=2, substeps=2),
     lambda: SimpleSpreadEnv(num_envs=2, continuous_actions=False),
-], ids=["cartpole", "tag-scan", "tag-grid-egocentric", "tag-full", "simple-spread", "simple-spread-discrete"])
+    lambda: MPEEnv("simple_tag", num_envs=2, max_steps=5, respawn_at_catch=True),
+    lambda: MPEEnv("simple_world_comm", num_envs=2, max_steps=5, continuous_actions=False),
+    lambda: MPEEnv("simple_speaker_listener", num_envs=2, max_steps=5, continuous_actions=False,
+                   categorical_actions=False),
+    lambda: MPEEnv("simple_crypto", num_envs=2, max_steps=5, continuous_actions=False, multidiscrete_actions=True),
+    lambda: MPEEnv("simple_push", num_envs=2, max_steps=5),
+], ids=["cartpole", "tag-scan", "tag-grid-egocentric", "tag-full", "simple-spread", "simple-spread-discrete",
+        "simple-tag", "simple-world-comm-discrete", "speaker-listener-one-hot", "crypto-multidiscrete", "simple-push"])
 def test_step_and_reset_kernels_compile_to_ptx(make, monkeypatch):
     env = make()
     for kind, spec in env._kernels.items():

@@ -3,8 +3,8 @@
 Examples:
     >>> import numpy as np
     >>> frame = draw_discs(np.array([[0.0, 0.0]]), np.array([0.5]), [(1.0, 0.0, 0.0)], extent=1.0, resolution=8)
-    >>> frame.shape, frame.dtype, tuple(frame[4, 4])
-    ((8, 8, 3), dtype('uint8'), (255, 0, 0))
+    >>> frame.shape, frame.dtype, frame[4, 4].tolist()
+    ((8, 8, 3), dtype('uint8'), [255, 0, 0])
 """
 from __future__ import annotations
 

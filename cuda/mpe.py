@@ -17,8 +17,36 @@ import math
 
 import numba
 
-__all__ = ["quiet", "pad_observation", "mpe_action", "mpe_action_index", "collision_force", "integrate_first", "integrate", "mpe_done", "clamp_unit",
+from torchrl_warp.cuda.rng import uniform
+
+__all__ = ["scatter_place", "entity_distance", "PLACE_STREAM", "quiet", "pad_observation", "mpe_action", "mpe_action_index", "collision_force", "integrate_first", "integrate", "mpe_done", "clamp_unit",
            "CONTINUOUS", "CATEGORICAL", "MULTI_CATEGORICAL", "ONE_HOT", "MULTI_ONE_HOT"]
+
+
+#: the random-number stream of the entities' reset positions
+PLACE_STREAM = 0
+
+
+@numba.njit
+def scatter_place(env, agent, seed, ep, num_agents, pos):
+    """Agent ``agent`` places entities ``agent``, ``agent + num_agents``, ... (every agent and
+    landmark, split over the lanes) uniform in ``[-1, 1)^2``, VMAS's ``uniform_(-1, 1)``."""
+    for j in range(agent, pos.shape[1], num_agents):
+        for d in range(2):
+            pos[env, j, d] = uniform(seed, env, ep, PLACE_STREAM, j, d) * 2.0 - 1.0
+
+
+@numba.njit
+def entity_distance(pos, env, i, j):
+    """``|pos_i - pos_j|`` (float64) of entities ``i`` and ``j``.
+
+    >>> import numpy as np
+    >>> entity_distance(np.array([[[0.0, 0.0], [3.0, 4.0]]], dtype=np.float32), 0, 0, 1)
+    5.0
+    """
+    dx = numba.float64(pos[env, i, 0]) - pos[env, j, 0]
+    dy = numba.float64(pos[env, i, 1]) - pos[env, j, 1]
+    return math.sqrt(dx * dx + dy * dy)
 
 
 @numba.njit
@@ -131,33 +159,42 @@ def mpe_action(env, agent, action, u, comm, action_encoding, agent_u_range, agen
     set_discrete(env, agent, x, y, msg, u, comm, agent_u_range, agent_u_multiplier, talks, dim_c)
 
 
+f32 = numba.float32
+
+
 @numba.njit
 def softplus(x):
-    """``log(1 + exp(x))``, without overflow."""
-    return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
+    """``log(1 + exp(x))`` in float32, without overflow."""
+    return max(x, f32(0.0)) + math.log1p(math.exp(-abs(x)))
 
 
 @numba.njit
 def collision_force(env, agent, pos, u, force, entity_size, entity_collide, entity_movable,
                     collision_force_multiplier, contact_margin):
-    """The agent's force: its action plus the soft contact force from every overlapping entity."""
-    fx = numba.float64(u[env, agent, 0])
-    fy = numba.float64(u[env, agent, 1])
+    """The agent's force: its action plus the soft contact force from every overlapping entity,
+    in float32 as VMAS computes it (a pair farther apart than the radii's sum is skipped
+    before any square root)."""
+    fx = u[env, agent, 0]
+    fy = u[env, agent, 1]
     if entity_collide[agent] > 0.0 and entity_movable[agent] > 0.0:
-        px = numba.float64(pos[env, agent, 0])
-        py = numba.float64(pos[env, agent, 1])
-        ra = entity_size[agent]
-        k = contact_margin
+        px = pos[env, agent, 0]
+        py = pos[env, agent, 1]
+        ra = f32(entity_size[agent])
+        k = f32(contact_margin)
+        multiplier = f32(collision_force_multiplier)
         for j in range(pos.shape[1]):
             if j == agent or entity_collide[j] <= 0.0:
                 continue
             dx = px - pos[env, j, 0]
             dy = py - pos[env, j, 1]
-            dist = math.sqrt(dx * dx + dy * dy)
-            dmin = ra + entity_size[j]
-            if dist < 1e-6 or dist > dmin:
+            dmin = ra + f32(entity_size[j])
+            d2 = dx * dx + dy * dy
+            if d2 > dmin * dmin * f32(1.0001):
                 continue
-            s = collision_force_multiplier * softplus((dmin - dist) / k) * k / dist
+            dist = math.sqrt(d2)
+            if dist < f32(1e-6) or dist > dmin:
+                continue
+            s = multiplier * softplus((dmin - dist) / k) * k / dist
             fx += s * dx
             fy += s * dy
     force[env, agent, 0] = fx
@@ -166,21 +203,22 @@ def collision_force(env, agent, pos, u, force, entity_size, entity_collide, enti
 
 @numba.njit
 def advance(env, agent, pos, vel, force, entity_mass, entity_max_speed, sub_dt, damping, semidim):
-    """Semi-implicit Euler: ``vel = vel * damping + F / m * dt``, clamp the speed, ``pos += vel * dt``,
-    clamped to the world's ``[-semidim[d], semidim[d]]`` (infinite: unbounded)."""
-    m = entity_mass[agent]
-    vx = numba.float64(vel[env, agent, 0]) * damping + force[env, agent, 0] / m * sub_dt
-    vy = numba.float64(vel[env, agent, 1]) * damping + force[env, agent, 1] / m * sub_dt
-    vmax = entity_max_speed[agent]
-    if vmax > 0.0:
+    """Semi-implicit Euler in float32: ``vel = vel * damping + F / m * dt``, clamp the speed,
+    ``pos += vel * dt``, clamped to the world's ``[-semidim[d], semidim[d]]`` (infinite: unbounded)."""
+    m = f32(entity_mass[agent])
+    dt = f32(sub_dt)
+    vx = vel[env, agent, 0] * damping + force[env, agent, 0] / m * dt
+    vy = vel[env, agent, 1] * damping + force[env, agent, 1] / m * dt
+    vmax = f32(entity_max_speed[agent])
+    if vmax > f32(0.0):
         speed = math.sqrt(vx * vx + vy * vy)
         if speed > vmax:
             vx = vx / speed * vmax
             vy = vy / speed * vmax
     vel[env, agent, 0] = vx
     vel[env, agent, 1] = vy
-    x = numba.float32(pos[env, agent, 0] + numba.float32(vx) * numba.float32(sub_dt))
-    y = numba.float32(pos[env, agent, 1] + numba.float32(vy) * numba.float32(sub_dt))
+    x = pos[env, agent, 0] + vx * dt
+    y = pos[env, agent, 1] + vy * dt
     pos[env, agent, 0] = min(max(x, -semidim[0]), semidim[0])
     pos[env, agent, 1] = min(max(y, -semidim[1]), semidim[1])
 
@@ -190,14 +228,14 @@ def integrate_first(env, agent, pos, vel, force, entity_mass, entity_max_speed, 
                     semidim):
     """The first substep's integration (drag applied once per step, as VMAS does)."""
     if entity_movable[agent] > 0.0:
-        advance(env, agent, pos, vel, force, entity_mass, entity_max_speed, sub_dt, 1.0 - drag, semidim)
+        advance(env, agent, pos, vel, force, entity_mass, entity_max_speed, sub_dt, f32(1.0 - drag), semidim)
 
 
 @numba.njit
 def integrate(env, agent, pos, vel, force, entity_mass, entity_max_speed, entity_movable, sub_dt, semidim):
     """A later substep's integration (no drag)."""
     if entity_movable[agent] > 0.0:
-        advance(env, agent, pos, vel, force, entity_mass, entity_max_speed, sub_dt, 1.0, semidim)
+        advance(env, agent, pos, vel, force, entity_mass, entity_max_speed, sub_dt, f32(1.0), semidim)
 
 
 @numba.njit

@@ -1,37 +1,19 @@
 """Kernel helpers shared by the MPE scenarios around a goal landmark (``simple``,
-``simple_adversary``, ``simple_push``): placing entities on reset, drawing the goal,
-distances and relative positions.
+``simple_adversary``, ``simple_push``): drawing the goal, writing relative positions and
+velocities into observations (placement and distances: :mod:`torchrl_warp.cuda.mpe`).
 
 Entities are numbered as everywhere in :mod:`torchrl_warp.cuda.mpe`: the agents
 ``0..num_agents-1``, then the landmarks. ``goal`` (``[E]``, int32) is a landmark's index
 among the landmarks (entity ``num_agents + goal``).
-
-Examples:
-    >>> import numpy as np
-    >>> pos = np.array([[[0.0, 0.0], [3.0, 4.0]]], dtype=np.float32)
-    >>> goal_distance(pos, 0, 0, 1)
-    5.0
 """
-import math
-
 import numba
 
-from torchrl_warp.cuda.rng import randint, uniform
+from torchrl_warp.cuda.rng import randint
 
-__all__ = ["scatter_place", "draw_goal", "goal_distance", "write_relative", "write_velocity",
-           "PLACE_STREAM", "GOAL_STREAM"]
+__all__ = ["draw_goal", "write_relative", "write_velocity", "GOAL_STREAM"]
 
-#: the random-number streams of a reset: positions, and the goal
-PLACE_STREAM, GOAL_STREAM = 0, 1
-
-
-@numba.njit
-def scatter_place(env, agent, seed, ep, num_agents, pos):
-    """Agent ``agent`` places entities ``agent``, ``agent + num_agents``, ... (every agent and
-    landmark, split over the lanes) uniform in ``[-1, 1)^2``, VMAS's ``uniform_(-1, 1)``."""
-    for j in range(agent, pos.shape[1], num_agents):
-        for d in range(2):
-            pos[env, j, d] = uniform(seed, env, ep, PLACE_STREAM, j, d) * 2.0 - 1.0
+#: the random-number stream of the goal draw (positions draw with ``PLACE_STREAM``, 0)
+GOAL_STREAM = 1
 
 
 @numba.njit
@@ -39,14 +21,6 @@ def draw_goal(env, agent, seed, ep, goal, n_landmarks):
     """Agent 0 draws the env's goal landmark, uniform over the ``n_landmarks``."""
     if agent == 0:
         goal[env] = randint(seed, env, ep, GOAL_STREAM, 0, 0, n_landmarks)
-
-
-@numba.njit
-def goal_distance(pos, env, i, j):
-    """``|pos_i - pos_j|`` (float64) of entities ``i`` and ``j``."""
-    dx = numba.float64(pos[env, i, 0]) - pos[env, j, 0]
-    dy = numba.float64(pos[env, i, 1]) - pos[env, j, 1]
-    return math.sqrt(dx * dx + dy * dy)
 
 
 @numba.njit

@@ -4,7 +4,8 @@ One agent (entity 0) and one landmark (entity 1); nothing collides.
 """
 import numba
 
-from torchrl_warp.cuda.mpe_goal import scatter_place, write_relative, write_velocity
+from torchrl_warp.cuda.mpe import scatter_place
+from torchrl_warp.cuda.mpe_goal import write_relative, write_velocity
 
 __all__ = ["simple_place", "simple_observe", "simple_reward"]
 

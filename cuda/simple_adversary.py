@@ -8,7 +8,8 @@ import math
 
 import numba
 
-from torchrl_warp.cuda.mpe_goal import draw_goal, goal_distance, scatter_place, write_relative
+from torchrl_warp.cuda.mpe import entity_distance, scatter_place
+from torchrl_warp.cuda.mpe_goal import draw_goal, write_relative
 
 __all__ = ["adversary_place", "adversary_observe", "adversary_reward"]
 
@@ -41,12 +42,12 @@ def adversary_reward(env, agent, num_agents, pos, goal, reward, n_adversaries):
     adversaries' distances to the goal minus the nearest good agent's."""
     g = num_agents + goal[env]
     if agent < n_adversaries:
-        reward[env, agent] = -goal_distance(pos, env, agent, g)
+        reward[env, agent] = -entity_distance(pos, env, agent, g)
         return
     away = 0.0
     for a in range(n_adversaries):
-        away += goal_distance(pos, env, a, g)
+        away += entity_distance(pos, env, a, g)
     nearest = math.inf
     for a in range(n_adversaries, num_agents):
-        nearest = min(nearest, goal_distance(pos, env, a, g))
+        nearest = min(nearest, entity_distance(pos, env, a, g))
     reward[env, agent] = away - nearest

@@ -7,7 +7,7 @@ dim_c]``).
 """
 import numba
 
-from torchrl_warp.cuda.mpe_comm import place_entities
+from torchrl_warp.cuda.mpe import scatter_place
 from torchrl_warp.cuda.rng import randint
 
 __all__ = ["crypto_place", "crypto_observe", "crypto_reward"]
@@ -20,7 +20,7 @@ def crypto_place(env, agent, seed, episode, num_agents, pos, key, secret, dim_c)
     """Every agent uniform in ``[-1, 1)^2`` (only drawn: nothing reads positions); eve draws
     the key and the secret, each bit uniform in ``{0, 1}``."""
     ep = episode[env]
-    place_entities(env, agent, seed, ep, num_agents, pos, 0)
+    scatter_place(env, agent, seed, ep, num_agents, pos)
     if agent == EVE:
         for i in range(dim_c):
             key[env, i] = randint(seed, env, ep, 1, 0, i, 2)

@@ -9,7 +9,8 @@ import math
 
 import numba
 
-from torchrl_warp.cuda.mpe_goal import draw_goal, goal_distance, scatter_place, write_relative, write_velocity
+from torchrl_warp.cuda.mpe import entity_distance, scatter_place
+from torchrl_warp.cuda.mpe_goal import draw_goal, write_relative, write_velocity
 
 __all__ = ["push_place", "push_observe", "push_reward"]
 
@@ -53,11 +54,11 @@ def push_reward(env, agent, num_agents, pos, goal, reward, n_adversaries):
     """Good agent: minus its distance to the goal. Adversary: the nearest good agent's distance
     to the goal minus its own."""
     g = num_agents + goal[env]
-    own = goal_distance(pos, env, agent, g)
+    own = entity_distance(pos, env, agent, g)
     if agent >= n_adversaries:
         reward[env, agent] = -own
         return
     nearest = math.inf
     for a in range(n_adversaries, num_agents):
-        nearest = min(nearest, goal_distance(pos, env, a, g))
+        nearest = min(nearest, entity_distance(pos, env, a, g))
     reward[env, agent] = nearest - own

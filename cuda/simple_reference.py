@@ -6,7 +6,7 @@ colour, and tells the other where to go.
 """
 import numba
 
-from torchrl_warp.cuda.mpe_comm import distance, place_entities
+from torchrl_warp.cuda.mpe import entity_distance, scatter_place
 from torchrl_warp.cuda.rng import randint
 
 __all__ = ["reference_place", "reference_observe", "reference_reward"]
@@ -16,7 +16,7 @@ __all__ = ["reference_place", "reference_observe", "reference_reward"]
 def reference_place(env, agent, seed, episode, num_agents, pos, goal, landmark_color):
     """Every agent and landmark uniform in ``[-1, 1)^2``; each agent draws its goal landmark."""
     ep = episode[env]
-    place_entities(env, agent, seed, ep, num_agents, pos, 0)
+    scatter_place(env, agent, seed, ep, num_agents, pos)
     goal[env, agent] = randint(seed, env, ep, 1, agent, 0, landmark_color.shape[0])
 
 
@@ -48,5 +48,5 @@ def reference_reward(env, agent, num_agents, pos, goal, reward):
     total = 0.0
     for a in range(num_agents):
         other = (a + 1) % num_agents
-        total -= distance(pos, env, other, num_agents + goal[env, a])
+        total -= entity_distance(pos, env, other, num_agents + goal[env, a])
     reward[env, agent] = total

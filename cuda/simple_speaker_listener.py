@@ -6,7 +6,7 @@ listener must reach; only the speaker sees it, as that landmark's colour.
 """
 import numba
 
-from torchrl_warp.cuda.mpe_comm import distance, place_entities
+from torchrl_warp.cuda.mpe import entity_distance, scatter_place
 from torchrl_warp.cuda.rng import randint
 
 __all__ = ["listener_place", "listener_observe", "listener_reward"]
@@ -18,7 +18,7 @@ SPEAKER, LISTENER, FIRST_LANDMARK = 0, 1, 2
 def listener_place(env, agent, seed, episode, num_agents, pos, goal, landmark_color):
     """Every agent and landmark uniform in ``[-1, 1)^2``; the speaker draws the goal landmark."""
     ep = episode[env]
-    place_entities(env, agent, seed, ep, num_agents, pos, 0)
+    scatter_place(env, agent, seed, ep, num_agents, pos)
     if agent == SPEAKER:
         goal[env] = randint(seed, env, ep, 1, 0, 0, landmark_color.shape[0])
 
@@ -47,4 +47,4 @@ def listener_observe(env, agent, pos, vel, comm, goal, observation, landmark_col
 def listener_reward(env, agent, num_agents, pos, goal, reward):
     """Shared: minus the listener's distance to the goal landmark, once per agent (VMAS sums
     the same term over its agents: ``-2 |listener - goal|``)."""
-    reward[env, agent] = -num_agents * distance(pos, env, LISTENER, FIRST_LANDMARK + goal[env])
+    reward[env, agent] = -num_agents * entity_distance(pos, env, LISTENER, FIRST_LANDMARK + goal[env])

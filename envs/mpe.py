@@ -109,6 +109,13 @@ class ScenarioKernels:
     constants: dict = field(default_factory=dict)
 
 
+#: registers per thread the MPE step and reset kernels may use (``Layout.max_registers``):
+#: ptxas takes 166 for simple_tag's step (occupancy 19%); capped, it runs faster (H200,
+#: step kernel alone: simple_tag 3+1 30k envs 109 -> 82 us, 100k 297 -> 231 us, 10+100 at 1k
+#: envs 1484 -> 1146 us; simple_spread unchanged; docs/benchmarks.md)
+MPE_MAX_REGISTERS = 64
+
+
 def common_parameters(substeps: int = 1, collision_force: float = 100.0, max_steps: int = 25, dt: float = 0.1,
                       drag: float = 0.25, contact_margin: float = 1e-3) -> dict:
     """The parameters every MPE scenario has: VmasEnv's arguments and VMAS's World physics,
@@ -287,6 +294,7 @@ class MPEScenario(WarpEnv):
             step=tuple(step),
             outputs_from_state=True,
             truncation=p.terminated_truncated,
+            max_registers=MPE_MAX_REGISTERS,
             constants={
                 "entity_size": torch.tensor([e.radius for e in entities], dtype=f64),
                 "entity_collide": torch.tensor([float(e.collide) for e in entities], dtype=f64),

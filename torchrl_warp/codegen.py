@@ -48,7 +48,7 @@ _LEADING = ("env", "agent")
 DRIVER_NAMES = frozenset(
     ("env", "agent", "tid", "lane", "live", "num_envs", "num_agents", "threads_per_env",
      "envs_per_block", "step_mask", "reset_mask", "seed", "cuda", "prange", "rebase", "output_shift",
-     "lane_step", "agent_end", "agent_at", "uint32", "int64")
+     "lane_step", "agent_end", "agent_at", "uint32", "int64", "reset_where_done")
 )
 # every kernel takes these: the drivers update the counters and clear the flags
 _FIXED = ("seed", "step_count", "episode", "done", "terminated", "truncated")
@@ -102,7 +102,7 @@ class KernelSpec:
     @functools.cached_property
     def arguments(self) -> tuple[str, ...]:
         """Kernel arguments after the launch layout, in a fixed order."""
-        names = list(_FIXED)
+        names = list(_FIXED) + (["reset_where_done"] if self.kind == "reset" else [])
         for phase in self.functions:
             for name in phase_parameters(phase):
                 if name not in names and name != "num_agents":
@@ -132,6 +132,14 @@ class KernelSpec:
                 i += 1
             calls.append(group)
         return calls
+
+    def _selected(self) -> str:
+        """Whether the kernel runs env ``env``: its mask, and for a reset with
+        ``reset_where_done`` also where the env's ``done`` output is set (``step_and_maybe_reset``
+        resets the envs its step ended without copying their done flags into the mask)."""
+        if self.kind == "reset":
+            return f"{self.mask}[env] or (reset_where_done and done[env])"
+        return f"{self.mask}[env]"
 
     def _counter_update(self) -> list[str]:
         if self.kind == "step":
@@ -167,7 +175,9 @@ class KernelSpec:
         if self.rebased:
             lines += [f"    {name} = rebase({name}, output_shift[0])" for name in self.rebased]
         lines.append("    if live:")
-        lines.append(f"        live = {self.mask}[env]")
+        lines.append(f"        live = {self._selected()}")
+        if self.kind == "reset":  # every lane reads its env's done flag before lane 0 clears it
+            lines.append("    cuda.syncthreads()")
         lines.append("    if live and lane == 0:")
         lines += [f"        {stmt}" for stmt in self._counter_update()]
         for group in self._calls():
@@ -186,7 +196,7 @@ class KernelSpec:
         """Source of the CPU loop ``warp_<kind>_cpu`` (parallel over environments)."""
         args = ", ".join(("num_envs", "num_agents") + self.arguments)
         lines = [f"def warp_{self.kind}_cpu({args}):", "    for env in prange(num_envs):",
-                 f"        if {self.mask}[env]:"]
+                 f"        if {self._selected()}:"]
         indent = "            "
         lines += [indent + stmt for stmt in self._counter_update()]
         for group in self._calls():

@@ -126,6 +126,7 @@ class WarpEnv(EnvBase):
         self._state_generation = self._outputs.generation
         # which envs the next launch of each kernel touches (all, unless masked)
         self._masks = {kind: torch.ones(num_envs, dtype=torch.bool, device=device) for kind in self._kernels}
+        self._masks["none"] = torch.zeros(num_envs, dtype=torch.bool, device=device)  # reset_where_done's
         self._constants = {
             k: v.to(device) if isinstance(v, torch.Tensor) else v
             for k, v in self.layout.constants.items()
@@ -144,6 +145,7 @@ class WarpEnv(EnvBase):
         self._views = {k: self._backend.view(v) for k, v in self.state.items()}
         self._views["output_shift"] = self._backend.view(self._output_shift)
         self._views.update({spec.mask: self._backend.view(self._masks[k]) for k, spec in self._kernels.items()})
+        self._no_env_mask = self._backend.view(self._masks["none"])
         self._views.update(
             {k: self._backend.view(v) for k, v in self._constants.items() if isinstance(v, torch.Tensor)}
         )
@@ -174,20 +176,23 @@ class WarpEnv(EnvBase):
                 seen[name] = kind
         for spec in self._kernels.values():
             for name in spec.arguments:
-                if name not in seen and name not in ("seed", "output_shift", spec.mask):
+                if name not in seen and name not in ("seed", "output_shift", "reset_where_done", spec.mask):
                     raise TypeError(
                         f"{env}: a {spec.kind} phase asks for {name!r}, which is no state field, "
                         f"parameter, constant or builtin ({', '.join(BUILTIN_ARGUMENTS)})"
                     )
 
-    def _kernel_args(self, spec: KernelSpec) -> tuple:
-        scalars = {"seed": np.uint64(self._seed)}
+    def _kernel_args(self, spec: KernelSpec, where_done: bool = False) -> tuple:
+        """The launch arguments of ``spec``; ``where_done``: a reset of exactly the envs whose
+        ``done`` output is set (its mask all False)."""
+        scalars = {"seed": np.uint64(self._seed), "reset_where_done": where_done}
+        views = {**self._views, spec.mask: self._no_env_mask} if where_done else self._views
         args = []
         for name in spec.arguments:
-            if name in self._views:
-                args.append(self._views[name])
-            elif name in scalars:
+            if name in scalars:
                 args.append(scalars[name])
+            elif name in views:
+                args.append(views[name])
             elif name in self._constants:
                 args.append(self._constants[name])
             else:
@@ -209,7 +214,8 @@ class WarpEnv(EnvBase):
         was handed out, to a new one: a copy of it (``copy_outputs``), or an uninitialised
         one when the launch writes every output itself."""
         self._own_outputs(copy_outputs)
-        self._backend.launch(self._compiled[kind], self.num_envs, self.num_agents, self._args[kind], key=kind)
+        self._backend.launch(self._compiled[_LAUNCH_SPECS.get(kind, kind)], self.num_envs, self.num_agents,
+                             self._args[kind], key=kind)
 
     def _own_outputs(self, copy: bool) -> None:
         """Make the env's output buffer one it has not handed out (:meth:`Outputs.prepare`)
@@ -223,9 +229,10 @@ class WarpEnv(EnvBase):
         fields = self._outputs.fields
         for name in self._kernels["step"].outputs:
             self._views[name] = self._backend.view(fields[name])
-        for kind, spec in self._kernels.items():  # swap the output views into the arguments
+        for kind, args in self._args.items():  # swap the output views into the arguments
+            spec = self._kernels[_LAUNCH_SPECS.get(kind, kind)]
             self._args[kind] = tuple(self._views[name] if name in spec.outputs else arg
-                                     for name, arg in zip(spec.arguments, self._args[kind]))
+                                     for name, arg in zip(spec.arguments, args))
 
     def _set_seed(self, seed: int | None) -> None:
         """Seeds are ints in ``[0, 2**64 - 1]`` (``None``: drawn from torch's generator); a
@@ -237,6 +244,7 @@ class WarpEnv(EnvBase):
         self.state["episode"].zero_()
         self._backend.forget_graphs()  # captured launches hold the old seed
         self._args = {kind: self._kernel_args(spec) for kind, spec in self._kernels.items()}
+        self._args["reset_where_done"] = self._kernel_args(self._kernels["reset"], where_done=True)
 
     # ----- TorchRL interface ---------------------------------------------------------------
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -377,8 +385,8 @@ class WarpEnv(EnvBase):
         ):
             return super().step_and_maybe_reset(tensordict)
         self._set_next(tensordict, self._step(tensordict))
-        self._masks["reset"].copy_(self._outputs.view("done"))
-        self._launch("reset")  # into a copy of the outputs just handed out (the one copy)
+        # into a copy of the outputs just handed out (the one copy), where they say done
+        self._launch("reset_where_done")
         root = self._outputs.hand_out(with_reward=False)
         self._carry_other_entries(tensordict, root)
         return tensordict, root
@@ -400,6 +408,9 @@ class WarpEnv(EnvBase):
                 continue
             target._set_str(key, _copy_collection(value), validated=True, inplace=False)
 
+
+#: launches that run another launch's kernel with other arguments
+_LAUNCH_SPECS = {"reset_where_done": "reset"}
 
 # keys that EnvBase's step_mdp does not carry from the input root to the next one: the
 # outputs (the next root gets fresh ones) and reset requests; it keeps actions and the rest

@@ -1,6 +1,10 @@
 """torchrl-warp's environments (installed as ``torchrl_warp.envs``)."""
+from torchrl_warp.envs.acrobot import AcrobotEnv
 from torchrl_warp.envs.cartpole import CartPoleEnv
+from torchrl_warp.envs.mountain_car import MountainCarEnv
+from torchrl_warp.envs.mountain_car_continuous import MountainCarContinuousEnv
 from torchrl_warp.envs.mpe import MPEEnv
+from torchrl_warp.envs.pendulum import PendulumEnv
 from torchrl_warp.envs.simple import SimpleEnv
 from torchrl_warp.envs.simple_adversary import SimpleAdversaryEnv
 from torchrl_warp.envs.simple_crypto import SimpleCryptoEnv
@@ -12,5 +16,6 @@ from torchrl_warp.envs.simple_tag import SimpleTagEnv
 from torchrl_warp.envs.simple_world_comm import SimpleWorldCommEnv
 from torchrl_warp.envs.tag import TagEnv
 
-__all__ = ["TagEnv", "CartPoleEnv", "MPEEnv", "SimpleEnv", "SimpleAdversaryEnv", "SimpleCryptoEnv", "SimplePushEnv",
+__all__ = ["TagEnv", "CartPoleEnv", "AcrobotEnv", "MountainCarEnv", "MountainCarContinuousEnv", "PendulumEnv",
+           "MPEEnv", "SimpleEnv", "SimpleAdversaryEnv", "SimpleCryptoEnv", "SimplePushEnv",
            "SimpleReferenceEnv", "SimpleSpeakerListenerEnv", "SimpleSpreadEnv", "SimpleTagEnv", "SimpleWorldCommEnv"]

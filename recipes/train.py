@@ -40,7 +40,8 @@ from torchrl.modules import MLP, MultiAgentMLP, ProbabilisticActor, TanhNormal  
 from tqdm import tqdm  # noqa: E402
 
 from torchrl_warp.distributions import MultiCategoricalLogits  # noqa: E402
-from torchrl_warp.envs import CartPoleEnv, MPEEnv, TagEnv  # noqa: E402
+from torchrl_warp.envs import AcrobotEnv, CartPoleEnv, MountainCarContinuousEnv, MountainCarEnv, MPEEnv, PendulumEnv, \
+    TagEnv  # noqa: E402
 from torchrl_warp.recipes.checkpoint import load_checkpoint, restore, save_checkpoint  # noqa: E402
 from torchrl_warp.recipes.config import check_config, register  # noqa: E402
 from torchrl_warp.recipes.losses import LOSSES  # noqa: E402
@@ -58,7 +59,8 @@ def mpe_env(num_envs: int = 1, device="cpu", *, scenario: str = "simple_spread",
     return MPEEnv(scenario, num_envs=num_envs, device=device, **kwargs)
 
 
-ENVS = {"tag": TagEnv, "cartpole": CartPoleEnv, "mpe": mpe_env}
+ENVS = {"tag": TagEnv, "cartpole": CartPoleEnv, "acrobot": AcrobotEnv, "mountain_car": MountainCarEnv,
+        "mountain_car_continuous": MountainCarContinuousEnv, "pendulum": PendulumEnv, "mpe": mpe_env}
 
 
 def env_defaults(cfg) -> dict:
@@ -216,12 +218,20 @@ class GroupAgent(torch.nn.Module):
         centralised = group is None or algo.name == "mappo"
         self.reward_scale = algo.reward_scale
         self.critic_floats_per_frame = agents * obs_dim + (1 if centralised else agents) * max(algo.hidden)
-        if group is None:  # one agent per env: plain MLPs and a categorical policy
-            actor_net = MLP(in_features=obs_dim, out_features=spec.space.n, num_cells=hidden,
-                            activation_class=torch.nn.Tanh, device=device)
+        if group is None:  # one agent per env: plain MLPs, a categorical or TanhNormal policy
+            if isinstance(spec, Bounded):  # continuous (Pendulum, MountainCarContinuous)
+                dim = spec.shape[-1]
+                actor_net = torch.nn.Sequential(MLP(in_features=obs_dim, out_features=2 * dim, num_cells=hidden,
+                                                    activation_class=torch.nn.Tanh, device=device),
+                                                NormalParamExtractor())
+                low, high = (b.reshape(-1, dim)[0].to(device) for b in (spec.space.low, spec.space.high))
+                dist, dist_kwargs, params = TanhNormal, {"low": low, "high": high}, ["loc", "scale"]
+            else:
+                actor_net = MLP(in_features=obs_dim, out_features=spec.space.n, num_cells=hidden,
+                                activation_class=torch.nn.Tanh, device=device)
+                dist, dist_kwargs = torch.distributions.Categorical, {}
             critic_net = MLP(in_features=obs_dim, out_features=1, num_cells=hidden,
                              activation_class=torch.nn.Tanh, device=device)
-            dist, dist_kwargs = torch.distributions.Categorical, {}
         else:  # a group of agents sharing a policy; MAPPO's critic sees the whole group
             n = env.layout.groups[group]
             mlp = dict(n_agents=n, share_params=True, depth=len(hidden), num_cells=hidden,
@@ -320,16 +330,16 @@ def without_next_observations(batch, groups):
 def evaluate(cfg, agents, device) -> dict:
     """Evaluation on fresh envs: mean return of one episode per env, and for Tag tags per episode.
 
-    CartPole's policy acts greedily; Tag's policies sample (a greedy Tag policy is a
+    The single-agent envs' policies act greedily; Tag's policies sample (a greedy Tag policy is a
     different, worse strategy than the one trained). MPE: :func:`evaluate_mpe`.
     """
     if cfg.env.name == "mpe":
         return evaluate_mpe(cfg, agents, device)
     env = make_env(cfg, device, cfg.eval_envs, seed=cfg.seed + 10_000)
     groups = list(agents)
-    steps = env.params.max_steps if cfg.env.name == "cartpole" else env.params.episode_length
+    steps = env.params.episode_length if cfg.env.name == "tag" else env.params.max_steps
     trained = TensorDictSequential(*[agents[g].actor for g in groups])
-    mode = ExplorationType.DETERMINISTIC if cfg.env.name == "cartpole" else ExplorationType.RANDOM
+    mode = ExplorationType.RANDOM if cfg.env.name == "tag" else ExplorationType.DETERMINISTIC
     with set_exploration_type(mode):
         td = env.rollout(steps, trained, break_when_any_done=False)
     result = {}

@@ -4,7 +4,8 @@
 A new environment adds its entries here.
 """
 from group_envs import MoversEnv, SpeakersEnv
-from torchrl_warp.envs import CartPoleEnv, SimpleSpreadEnv, TagEnv
+from torchrl_warp.envs import AcrobotEnv, CartPoleEnv, MountainCarContinuousEnv, MountainCarEnv, PendulumEnv, \
+    SimpleSpreadEnv, TagEnv
 from torchrl_warp.envs.simple import SimpleEnv
 from torchrl_warp.envs.simple_adversary import SimpleAdversaryEnv
 from torchrl_warp.envs.simple_crypto import SimpleCryptoEnv
@@ -17,6 +18,11 @@ from torchrl_warp.envs.simple_world_comm import SimpleWorldCommEnv
 #: name -> (class, constructor kwargs), tiny enough for the CUDA simulator
 ENVS = {
     "cartpole": (CartPoleEnv, dict(num_envs=3)),
+    "acrobot": (AcrobotEnv, dict(num_envs=3, max_steps=8)),
+    "acrobot_nips_noisy": (AcrobotEnv, dict(num_envs=2, book_or_nips="nips", torque_noise_max=0.2, max_steps=8)),
+    "mountain_car": (MountainCarEnv, dict(num_envs=3, max_steps=8)),
+    "mountain_car_continuous": (MountainCarContinuousEnv, dict(num_envs=3, max_steps=8)),
+    "pendulum": (PendulumEnv, dict(num_envs=3, max_steps=8)),
     "tag_scan": (TagEnv, dict(num_envs=2, num_taggers=2, num_runners=3, num_other_agents_observed=2,
                               neighbor_search="scan", episode_length=8)),
     "tag_grid": (TagEnv, dict(num_envs=2, num_taggers=2, num_runners=4, num_other_agents_observed=3,
@@ -52,7 +58,7 @@ ENVS = {
 }
 
 #: the package's env classes (for checks on their declarations and docs)
-ENV_CLASSES = [CartPoleEnv, TagEnv, SimpleEnv, SimpleAdversaryEnv, SimpleCryptoEnv, SimplePushEnv,
+ENV_CLASSES = [CartPoleEnv, AcrobotEnv, MountainCarEnv, MountainCarContinuousEnv, PendulumEnv, TagEnv, SimpleEnv, SimpleAdversaryEnv, SimpleCryptoEnv, SimplePushEnv,
                SimpleReferenceEnv, SimpleSpeakerListenerEnv, SimpleSpreadEnv, SimpleTagEnv, SimpleWorldCommEnv]
 
 

@@ -10,7 +10,8 @@ import re
 import pytest
 
 from test_atomics import compile_ptx, needs_nvvm
-from torchrl_warp.envs import CartPoleEnv, MPEEnv, SimpleSpreadEnv, TagEnv
+from torchrl_warp.envs import AcrobotEnv, CartPoleEnv, MountainCarContinuousEnv, MountainCarEnv, MPEEnv, \
+    PendulumEnv, SimpleSpreadEnv, TagEnv
 
 TAG = dict(num_taggers=2, num_runners=6)
 
@@ -30,8 +31,13 @@ TAG = dict(num_taggers=2, num_runners=6)
                    categorical_actions=False),
     lambda: MPEEnv("simple_crypto", num_envs=2, max_steps=5, continuous_actions=False, multidiscrete_actions=True),
     lambda: MPEEnv("simple_push", num_envs=2, max_steps=5),
+    lambda: AcrobotEnv(num_envs=2, book_or_nips="nips", torque_noise_max=0.1),
+    lambda: MountainCarEnv(num_envs=2),
+    lambda: MountainCarContinuousEnv(num_envs=2),
+    lambda: PendulumEnv(num_envs=2),
 ], ids=["cartpole", "tag-scan", "tag-grid-egocentric", "tag-full", "simple-spread", "simple-spread-discrete",
-        "simple-tag", "simple-world-comm-discrete", "speaker-listener-one-hot", "crypto-multidiscrete", "simple-push"])
+        "simple-tag", "simple-world-comm-discrete", "speaker-listener-one-hot", "crypto-multidiscrete", "simple-push",
+        "acrobot-nips", "mountain-car", "mountain-car-continuous", "pendulum"])
 def test_step_and_reset_kernels_compile_to_ptx(make, monkeypatch):
     env = make()
     for kind, spec in env._kernels.items():

@@ -61,6 +61,9 @@ def corrupt_actions(env, td, rng):
         bad = a.double() if a.is_floating_point() else a.float()
     elif choice == 2:
         bad = a.int()
+    elif choice in (3, 4) and a.is_floating_point() and env.clamps_actions:
+        # an env that clamps as its reference does (gymnasium's Pendulum) takes any finite value
+        bad = a * float("nan") if choice == 3 else a + float("inf")
     elif choice == 3:
         bad = a + 10**6 if rng.random() < 0.7 or not a.is_floating_point() else a * float("nan")
     elif choice == 4:

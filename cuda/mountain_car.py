@@ -10,7 +10,7 @@ import numba
 
 from torchrl_warp.cuda.rng import uniform
 
-__all__ = ["reset_mountain_car", "step_mountain_car"]
+__all__ = ["reset_mountain_car", "step_mountain_car", "drive"]
 
 
 @numba.njit
@@ -20,6 +20,23 @@ def reset_mountain_car(env, agent, seed, episode, kinematics, observation):
     kinematics[env, agent, 1] = 0.0
     observation[env, agent, 0] = kinematics[env, agent, 0]
     observation[env, agent, 1] = 0.0
+
+
+@numba.njit
+def drive(env, agent, position, velocity, kinematics, observation, min_position, max_position, max_speed):
+    """The rest of a step of either MountainCar, from the new ``velocity``: clip it, move,
+    clip the position; at the left wall a car moving left stops. Writes the state and its
+    copy, the observation; returns ``(position, velocity)``."""
+    velocity = min(max(velocity, -max_speed), max_speed)  # np.clip
+    position += velocity
+    position = min(max(position, min_position), max_position)
+    if position == min_position and velocity < 0:
+        velocity = 0.0
+    kinematics[env, agent, 0] = position
+    kinematics[env, agent, 1] = velocity
+    observation[env, agent, 0] = position
+    observation[env, agent, 1] = velocity
+    return position, velocity
 
 
 @numba.njit
@@ -34,15 +51,8 @@ def step_mountain_car(
     position = numba.float64(kinematics[env, agent, 0])
     velocity = numba.float64(kinematics[env, agent, 1])
     velocity += (a - 1) * force + math.cos(3 * position) * (-gravity)
-    velocity = min(max(velocity, -max_speed), max_speed)  # np.clip
-    position += velocity
-    position = min(max(position, min_position), max_position)
-    if position == min_position and velocity < 0:
-        velocity = 0.0
-    kinematics[env, agent, 0] = position
-    kinematics[env, agent, 1] = velocity
-    observation[env, agent, 0] = position
-    observation[env, agent, 1] = velocity
+    position, velocity = drive(env, agent, position, velocity, kinematics, observation, min_position, max_position,
+                               max_speed)
     term = position >= goal_position and velocity >= goal_velocity
     trunc = step_count[env] >= max_steps
     reward[env, agent] = -1.0

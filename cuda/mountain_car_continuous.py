@@ -10,7 +10,7 @@ import math
 
 import numba
 
-from torchrl_warp.cuda.mountain_car import reset_mountain_car
+from torchrl_warp.cuda.mountain_car import drive, reset_mountain_car
 
 __all__ = ["reset_mountain_car", "step_mountain_car_continuous"]
 
@@ -37,21 +37,8 @@ def step_mountain_car_continuous(
     position = numba.float64(kinematics[env, agent, 0])
     velocity = numba.float64(kinematics[env, agent, 1])
     velocity += f * power - _GRAVITY * math.cos(3 * position)
-    if velocity > max_speed:
-        velocity = max_speed
-    if velocity < -max_speed:
-        velocity = -max_speed
-    position += velocity
-    if position > max_position:
-        position = max_position
-    if position < min_position:
-        position = min_position
-    if position == min_position and velocity < 0:
-        velocity = 0.0
-    kinematics[env, agent, 0] = position
-    kinematics[env, agent, 1] = velocity
-    observation[env, agent, 0] = position
-    observation[env, agent, 1] = velocity
+    position, velocity = drive(env, agent, position, velocity, kinematics, observation, min_position, max_position,
+                               max_speed)
     term = position >= goal_position and velocity >= goal_velocity
     r = 100.0 if term else 0.0
     r -= a * a * 0.1

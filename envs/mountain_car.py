@@ -14,7 +14,19 @@ from torchrl_warp.env import WarpEnv
 from torchrl_warp.layout import Field, Layout
 from torchrl_warp.params import Param
 
-__all__ = ["MountainCarEnv"]
+__all__ = ["MountainCarEnv", "track_parameters"]
+
+
+def track_parameters(goal_position: float) -> dict:
+    """The track's parameters, shared by both MountainCars (their goals differ)."""
+    return {
+        "min_position": Param(-1.2, "the left wall: positions are clipped to [min_position, max_position]"),
+        "max_position": Param(0.6, "the right end of the track"),
+        "max_speed": Param(0.07, "velocities are clipped to [-max_speed, max_speed]", gt=0),
+        "goal_position": Param(goal_position, "terminated at or past this position, moving at goal_velocity or "
+                                              "faster"),
+        "goal_velocity": Param(0.0, "the least velocity that counts at the goal"),
+    }
 
 
 class MountainCarEnv(WarpEnv):
@@ -31,11 +43,7 @@ class MountainCarEnv(WarpEnv):
     """
 
     parameters = {
-        "min_position": Param(-1.2, "the left wall: positions are clipped to [min_position, max_position]"),
-        "max_position": Param(0.6, "the right end of the track"),
-        "max_speed": Param(0.07, "velocities are clipped to [-max_speed, max_speed]", gt=0),
-        "goal_position": Param(0.5, "terminated at or past this position, moving at goal_velocity or faster"),
-        "goal_velocity": Param(0.0, "the least velocity that counts at the goal"),
+        **track_parameters(goal_position=0.5),
         "force": Param(0.001, "velocity change of a push, per step", ge=0),
         "gravity": Param(0.0025, "velocity change per step down a slope of cos(3 x)", ge=0),
         "max_steps": Param(200, "truncated after this many steps", ge=1),

@@ -13,6 +13,7 @@ from torchrl.data import Bounded
 
 from torchrl_warp.cuda.mountain_car_continuous import reset_mountain_car, step_mountain_car_continuous
 from torchrl_warp.env import WarpEnv
+from torchrl_warp.envs.mountain_car import MountainCarEnv, track_parameters
 from torchrl_warp.layout import Field, Layout
 from torchrl_warp.params import Param
 
@@ -41,19 +42,12 @@ class MountainCarContinuousEnv(WarpEnv):
     clamps_actions = True  # gymnasium clips the action: out-of-range ones are not errors
 
     parameters = {
-        "min_position": Param(-1.2, "the left wall: positions are clipped to [min_position, max_position]"),
-        "max_position": Param(0.6, "the right end of the track"),
-        "max_speed": Param(0.07, "velocities are clipped to [-max_speed, max_speed]", gt=0),
-        "goal_position": Param(0.45, "terminated at or past this position, moving at goal_velocity or faster"),
-        "goal_velocity": Param(0.0, "the least velocity that counts at the goal"),
+        **track_parameters(goal_position=0.45),
         "power": Param(0.0015, "velocity change per step of a full (+-1) throttle", ge=0),
         "max_steps": Param(999, "truncated after this many steps", ge=1),
     }
 
-    def _check_params(self, p):
-        if not p.min_position < p.max_position:
-            raise ValueError(f"{type(self).__name__}: min_position must be less than max_position, got "
-                             f"{p.min_position} and {p.max_position}")
+    _check_params = MountainCarEnv._check_params
 
     def _layout(self, p):
         return Layout(

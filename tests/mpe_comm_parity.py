@@ -9,6 +9,9 @@ velocities, messages, every group's observations and rewards, and the done flags
 import torch
 import torch.nn.functional as F
 
+from mpe_parity import entities, load_vmas
+from mpe_parity import vmas_state as vmas_positions
+
 #: our constructor arguments per action encoding, and VMAS's make_env arguments
 ENCODINGS = {
     "continuous": (dict(continuous_actions=True), dict(continuous_actions=True)),
@@ -22,29 +25,9 @@ ENCODINGS = {
 }
 
 
-class Errors(dict):
-    """The largest error seen per quantity."""
-
-    def close(self, ours, theirs, what):
-        """Within 1e-5, absolute below magnitude 1, relative above."""
-        ours, theirs = ours.double(), theirs.double()
-        assert ours.shape == theirs.shape, f"{what}: shapes {tuple(ours.shape)} != {tuple(theirs.shape)}"
-        err = (ours - theirs).abs() / theirs.abs().clamp(min=1.0)
-        key = what.split(",")[0]
-        worst = err.max().item() if err.numel() else 0.0
-        self[key] = max(self.get(key, 0.0), worst)
-        assert worst <= 1e-5, f"{what}: max error {worst:.3g}"
-
-
-def entities(venv):
-    """Our entity order: agents, then landmarks (VMAS's world.entities puts landmarks first)."""
-    return venv.world.agents + venv.world.landmarks
-
-
 def vmas_state(venv):
-    ents = entities(venv)
-    pos = torch.stack([e.state.pos for e in ents], 1)
-    vel = torch.stack([e.state.vel for e in ents], 1)
+    """VMAS's positions, velocities (our order) and messages (zero for silent agents)."""
+    pos, vel = vmas_positions(venv)
     dim_c = venv.world.dim_c
     comm = torch.stack([a.state.c if a.state.c is not None else torch.zeros(venv.num_envs, dim_c)
                         for a in venv.world.agents], 1)
@@ -67,9 +50,7 @@ def random_world(gen, venv):
 
 
 def load(venv, env, pos, vel, comm):
-    for i, e in enumerate(entities(venv)):
-        e.set_pos(pos[:, i].clone(), batch_index=None)
-        e.set_vel(vel[:, i].clone(), batch_index=None)
+    load_vmas(venv, pos, vel)
     for i, a in enumerate(venv.world.agents):
         if not a.silent:
             a.state.c = comm[:, i].clone()

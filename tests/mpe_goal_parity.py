@@ -9,36 +9,10 @@ where the previous step left VMAS."""
 import torch
 
 from conftest import SIM
+from mpe_parity import load_vmas, vmas_state
 
 E = 4 if SIM else 200  # the simulator runs every thread as a Python thread: tiny there
 STEPS = 2 if SIM else 5
-
-
-def close(ours, theirs, what, max_err):
-    """Within 1e-5, absolute below magnitude 1, relative above; the largest error per quantity
-    goes into ``max_err``."""
-    ours, theirs = ours.double(), theirs.double()
-    assert ours.shape == theirs.shape, f"{what}: shape {tuple(ours.shape)} vs VMAS's {tuple(theirs.shape)}"
-    err = ((ours - theirs).abs() / theirs.abs().clamp(min=1.0)).max().item() if ours.numel() else 0.0
-    key = what.split(",")[0]
-    max_err[key] = max(max_err.get(key, 0.0), err)
-    assert err <= 1e-5, f"{what}: max error {err:.3g}"
-
-
-def entities(venv):
-    """VMAS's entities in our order: agents, then landmarks (its world.entities puts landmarks first)."""
-    return venv.world.agents + venv.world.landmarks
-
-
-def load_vmas(venv, pos, vel):
-    for i, e in enumerate(entities(venv)):
-        e.set_pos(pos[:, i].clone(), batch_index=None)
-        e.set_vel(vel[:, i].clone(), batch_index=None)
-
-
-def vmas_state(venv):
-    ents = entities(venv)
-    return torch.stack([e.state.pos for e in ents], 1), torch.stack([e.state.vel for e in ents], 1)
 
 
 def vmas_goal(venv):
@@ -111,17 +85,17 @@ def run_parity(venv, env, continuous, max_err, goals=False, perturb=None, count=
             obs, rews, dones, _ = venv.step([actions[:, i].clone() for i in range(n_agents)])
             at = torch.ones(E, dtype=torch.bool) if k is None else goal == k
             vpos, vvel = vmas_state(venv)
-            close(env.state["pos"], vpos, f"pos, step {step}", max_err)
-            close(env.state["vel"], vvel, f"vel, step {step}", max_err)
+            max_err.close(env.state["pos"], vpos, f"pos, step {step}")
+            max_err.close(env.state["vel"], vvel, f"vel, step {step}")
             assert all(a.state.c is None for a in venv.world.agents)  # dim_c = 0: nobody talks
             assert (env.state["comm"] == 0).all()
             start = 0
             for group, names in env.group_map.items():
                 members = range(start, start + len(names))
-                close(out[group, "observation"][at], torch.stack([obs[i] for i in members], 1)[at],
-                      f"observation, {group}, step {step}, goal {k}", max_err)
-                close(out[group, "reward"].squeeze(-1)[at], torch.stack([rews[i] for i in members], 1)[at],
-                      f"reward, {group}, step {step}, goal {k}", max_err)
+                max_err.close(out[group, "observation"][at], torch.stack([obs[i] for i in members], 1)[at],
+                              f"observation, {group}, step {step}, goal {k}")
+                max_err.close(out[group, "reward"].squeeze(-1)[at], torch.stack([rews[i] for i in members], 1)[at],
+                              f"reward, {group}, step {step}, goal {k}")
                 start += len(names)
             assert (out["done"].squeeze(-1) == dones).all() and (out["terminated"].squeeze(-1) == dones).all()
         transitions += E

@@ -5,12 +5,13 @@ from torchrl.envs.utils import check_env_specs
 
 from conftest import SIM
 from mpe_goal_parity import E, reset_statistics, run_parity
+from mpe_parity import Errors
 from torchrl_warp.envs import MPEEnv
 from torchrl_warp.envs.simple import SimpleEnv
 
 vmas = pytest.importorskip("vmas", reason="vmas is not installed: pip install -e '.[test]' brings it")
 
-MAX_ERR = {}  # largest error seen per quantity (for inspection)
+MAX_ERR = Errors()  # largest error seen per quantity (for inspection)
 
 
 def parity(continuous):

@@ -5,7 +5,8 @@ import torch
 from torchrl.envs.utils import check_env_specs
 
 from conftest import SIM
-from mpe_comm_parity import Errors, run_parity
+from mpe_comm_parity import run_parity
+from mpe_parity import Errors
 from torchrl_warp.envs.mpe import MPEEnv
 from torchrl_warp.envs.simple_crypto import SimpleCryptoEnv
 

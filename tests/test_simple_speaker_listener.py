@@ -5,7 +5,8 @@ import torch
 from torchrl.envs.utils import check_env_specs
 
 from conftest import SIM
-from mpe_comm_parity import Errors, entities, run_parity
+from mpe_comm_parity import run_parity
+from mpe_parity import Errors, entities
 from torchrl_warp.envs.simple_speaker_listener import LANDMARK_COLORS, SimpleSpeakerListenerEnv
 
 vmas = pytest.importorskip("vmas", reason="vmas is not installed: pip install -e '.[test]' brings it")

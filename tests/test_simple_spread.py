@@ -4,22 +4,16 @@ import torch
 from torchrl.envs.utils import check_env_specs
 
 from conftest import SIM
+from mpe_parity import Errors, load_vmas, vmas_state
 from torchrl_warp.envs.simple_spread import SimpleSpreadEnv
 
 vmas = pytest.importorskip("vmas", reason="vmas is not installed: pip install -e '.[test]' brings it")
 
 E = 4 if SIM else 200  # the simulator runs every thread as a Python thread: tiny there
 STEPS = 2 if SIM else 5
-MAX_ERR = {}  # largest error seen per quantity (for inspection)
+MAX_ERR = Errors()  # largest error seen per quantity (for inspection)
+close = MAX_ERR.close
 N = 3
-
-
-def close(ours, theirs, what):
-    """Within 1e-5, absolute below magnitude 1, relative above."""
-    ours, theirs = ours.double(), theirs.double()
-    err = (ours - theirs).abs() / theirs.abs().clamp(min=1.0)
-    MAX_ERR[what.split(",")[0]] = max(MAX_ERR.get(what.split(",")[0], 0.0), err.max().item())
-    assert err.max().item() <= 1e-5, f"{what}: max error {err.max().item():.3g}"
 
 
 def random_world(gen, num_envs):
@@ -34,22 +28,6 @@ def random_world(gen, num_envs):
         phi = torch.rand(len(idx), generator=gen) * 6.283
         pos[idx, a] = pos[idx, 0] + torch.stack([r * phi.cos(), r * phi.sin()], -1)
     return pos, vel
-
-
-def ours_order(venv):
-    """Our entity order: agents, then landmarks (VMAS's world.entities puts landmarks first)."""
-    return venv.world.agents + venv.world.landmarks
-
-
-def load_vmas(venv, pos, vel):
-    for i, e in enumerate(ours_order(venv)):
-        e.set_pos(pos[:, i].clone(), batch_index=None)
-        e.set_vel(vel[:, i].clone(), batch_index=None)
-
-
-def vmas_state(venv):
-    ents = ours_order(venv)
-    return (torch.stack([e.state.pos for e in ents], 1), torch.stack([e.state.vel for e in ents], 1))
 
 
 def run_parity(continuous, check_actions=True, actions_fn=None, vmas_kwargs=None, scenario="simple_spread",

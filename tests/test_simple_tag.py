@@ -5,6 +5,7 @@ import torch
 from torchrl.envs.utils import check_env_specs
 
 from conftest import SIM
+from mpe_parity import Errors, load_vmas, vmas_state
 from test_atomics import compile_ptx, needs_nvvm
 from torchrl_warp.cuda.rng import uniform
 from torchrl_warp.cuda.simple_tag import tag_respawned
@@ -15,17 +16,9 @@ vmas = pytest.importorskip("vmas", reason="vmas is not installed: pip install -e
 
 E = 4 if SIM else 200  # the simulator runs every thread as a Python thread: tiny there
 STEPS = 2 if SIM else 5
-MAX_ERR = {}  # largest error seen per quantity (for inspection)
+MAX_ERR = Errors()  # largest error seen per quantity (for inspection)
+close = MAX_ERR.close
 ADV_R, GOOD_R, OBSTACLE_R = 0.075, 0.05, 0.2
-
-
-def close(ours, theirs, what):
-    """Within 1e-5, absolute below magnitude 1, relative above."""
-    ours, theirs = ours.double(), theirs.double()
-    err = (ours - theirs).abs() / theirs.abs().clamp(min=1.0)
-    key = what.split(",")[0]
-    MAX_ERR[key] = max(MAX_ERR.get(key, 0.0), err.max().item() if err.numel() else 0.0)
-    assert err.numel() == 0 or err.max().item() <= 1e-5, f"{what}: max error {err.max().item():.3g}"
 
 
 def near(gen, centre, lo, hi):
@@ -61,22 +54,6 @@ def random_world(gen, num_envs, a, g, landmarks, bound):
     pos[1, n - 1] = torch.tensor([bound, -bound])
     vel[1, n - 1] = torch.tensor([1.0, -0.5])
     return pos, vel
-
-
-def ours_order(venv):
-    """Our entity order: agents, then landmarks (VMAS's world.entities puts landmarks first)."""
-    return venv.world.agents + venv.world.landmarks
-
-
-def load_vmas(venv, pos, vel):
-    for i, e in enumerate(ours_order(venv)):
-        e.set_pos(pos[:, i].clone(), batch_index=None)
-        e.set_vel(vel[:, i].clone(), batch_index=None)
-
-
-def vmas_state(venv):
-    ents = ours_order(venv)
-    return torch.stack([e.state.pos for e in ents], 1), torch.stack([e.state.vel for e in ents], 1)
 
 
 def caught(pos, a, g):

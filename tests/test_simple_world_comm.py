@@ -6,24 +6,17 @@ import torch
 from torchrl.envs.utils import check_env_specs
 
 from conftest import SIM
+from mpe_parity import Errors, load_vmas, vmas_state
 from torchrl_warp.envs.simple_world_comm import SimpleWorldCommEnv
 
 vmas = pytest.importorskip("vmas", reason="vmas is not installed: pip install -e '.[test]' brings it")
 
 E = 4 if SIM else 200  # the simulator runs every thread as a Python thread: tiny there
 STEPS = 2 if SIM else 5
-MAX_ERR = {}  # largest error seen per quantity (for inspection)
+MAX_ERR = Errors()  # largest error seen per quantity (for inspection)
+close = MAX_ERR.close
 SEEN = {}  # events counted over the parity runs (for inspection)
 DEFAULTS = dict(num_good_agents=2, num_adversaries=4, num_landmarks=1, num_food=2, num_forests=2)
-
-
-def close(ours, theirs, what):
-    """Within 1e-5, absolute below magnitude 1, relative above."""
-    ours, theirs = ours.double(), theirs.double()
-    err = (ours - theirs).abs() / theirs.abs().clamp(min=1.0)
-    key = what.split(",")[0]
-    MAX_ERR[key] = max(MAX_ERR.get(key, 0.0), err.max().item() if err.numel() else 0.0)
-    assert err.numel() == 0 or err.max().item() <= 1e-5, f"{what}: max error {err.max().item():.3g}"
 
 
 class Sizes:
@@ -70,22 +63,6 @@ def random_world(gen, s: Sizes, num_envs):
         pos[idx, agent, d] = side
         vel[idx, agent, d] = side * (0.2 + torch.rand(len(idx), generator=gen))
     return pos, vel
-
-
-def entities(venv):
-    """Our entity order: agents, then landmarks (VMAS's world.entities puts landmarks first)."""
-    return venv.world.agents + venv.world.landmarks
-
-
-def load_vmas(venv, pos, vel):
-    for i, e in enumerate(entities(venv)):
-        e.set_pos(pos[:, i].clone(), batch_index=None)
-        e.set_vel(vel[:, i].clone(), batch_index=None)
-
-
-def vmas_state(venv):
-    ents = entities(venv)
-    return torch.stack([e.state.pos for e in ents], 1), torch.stack([e.state.vel for e in ents], 1)
 
 
 def random_actions(gen, s: Sizes, continuous, num_envs, spread=1.0):

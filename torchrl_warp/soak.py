@@ -143,7 +143,8 @@ def main(argv=None) -> None:
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     from torchrl_warp.envs.mpe import SCENARIO_NAMES
 
-    parser.add_argument("env", choices=("tag", "cartpole") + SCENARIO_NAMES)
+    single = ("cartpole", "acrobot", "mountain_car", "mountain_car_continuous", "pendulum")
+    parser.add_argument("env", choices=("tag",) + single + SCENARIO_NAMES)
     parser.add_argument("--num-envs", type=int, default=1000)
     parser.add_argument("--agent-steps", type=float, default=1e7, help="stop after this many agent-steps")
     parser.add_argument("--device", default="cpu")
@@ -155,10 +156,13 @@ def main(argv=None) -> None:
 
     import ast
 
-    from torchrl_warp.envs import CartPoleEnv, TagEnv
+    from torchrl_warp import envs
     from torchrl_warp.envs.mpe import MPEEnv
 
-    cls = {"tag": TagEnv, "cartpole": CartPoleEnv}.get(args.env, functools.partial(MPEEnv, args.env, max_steps=25))
+    classes = {"tag": envs.TagEnv, "cartpole": envs.CartPoleEnv, "acrobot": envs.AcrobotEnv,
+               "mountain_car": envs.MountainCarEnv, "mountain_car_continuous": envs.MountainCarContinuousEnv,
+               "pendulum": envs.PendulumEnv}
+    cls = classes.get(args.env, functools.partial(MPEEnv, args.env, max_steps=25))
     params = {}
     for item in args.param:
         name, _, value = item.partition("=")

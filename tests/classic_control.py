@@ -1,26 +1,9 @@
 """What the classic-control tests share: stepping an env from states written into its
 ``kinematics`` field, gymnasium's unwrapped envs stepped from the same states, the
-largest errors seen, and a plain-Python copy of the kernels' counter-based RNG."""
+largest errors seen, and the checks several of them make alike."""
 import numpy as np
+import pytest
 import torch
-
-
-_MASK = (1 << 64) - 1
-
-
-def _mix64(x):
-    z = (x + 0x9E3779B97F4A7C15) & _MASK
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
-    return z ^ (z >> 31)
-
-
-def reference_uniform(seed, env, episode, step, agent, draw):
-    """``torchrl_warp.cuda.rng.uniform`` in plain Python (no compilation): a float in [0, 1)."""
-    h = _mix64(seed ^ _mix64(env))
-    for part in (episode, step, agent):
-        h = _mix64(h ^ part)
-    return float(np.float32(_mix64(h ^ draw) >> 40) * np.float32(1.0 / (1 << 24)))
 
 
 def step_from(env, states, actions):
@@ -55,3 +38,40 @@ def assert_close(max_err, name, ours, expected, atol=1e-5):
     err = float(np.max(np.abs(ours - expected))) if ours.size else 0.0
     max_err[name] = max(max_err.get(name, 0.0), err)
     np.testing.assert_allclose(ours, expected, atol=atol, rtol=0, err_msg=name)
+
+
+def assert_truncates_after_max_steps(env_cls, reward=None):
+    """Two envs of ``env_cls`` with ``max_steps=5``, rolled out 5 steps from a reset none of
+    them can end early from: truncated at step 5 alone, never terminated (and every reward
+    ``reward``, if given)."""
+    td = env_cls(num_envs=2, max_steps=5, seed=0).rollout(5, break_when_any_done=False)
+    assert td["next", "truncated"][:, :, 0].tolist() == [[False] * 4 + [True]] * 2
+    assert not td["next", "terminated"].any()
+    assert td["next", "done"][:, -1].all()
+    if reward is not None:
+        assert (td["next", "reward"] == reward).all()
+
+
+def assert_indices_refused_or_clamped(env_cls, states):
+    """``check_actions=True`` refuses indices outside ``[0, 2]``; with it off the kernel clamps
+    them (from ``states``, two rows, indices 7 and -4 step as 2 and 0 do)."""
+    env = env_cls(num_envs=2, seed=0)
+    env.reset()
+    for bad in ([3, 0], [0, -1]):
+        with pytest.raises(ValueError, match="outside its spec"):
+            env.step(env.full_action_spec.zero().set("action", torch.tensor(bad)))
+    unchecked = env_cls(num_envs=2, seed=0, check_actions=False)
+    wild = step_from(unchecked, states, torch.tensor([7, -4]))
+    tame = step_from(unchecked, states, torch.tensor([2, 0]))
+    for a, b in zip(wild, tame):
+        np.testing.assert_array_equal(a, b)
+
+
+def assert_mountain_car_start(env_cls):
+    """Position uniform in [-0.6, -0.4), velocity 0, as gymnasium's reset draws them."""
+    obs = env_cls(num_envs=20000, seed=1).reset()["observation"]
+    position = obs[:, 0]
+    assert position.min() >= -0.6 and position.max() < -0.4
+    assert abs(position.mean().item() + 0.5) < 1e-3
+    assert abs(position.std().item() - 0.2 / 12**0.5) < 1e-3
+    assert (obs[:, 1] == 0).all()

@@ -6,8 +6,10 @@ import pytest
 import torch
 from torchrl.envs.utils import check_env_specs
 
-from classic_control import assert_close, reference_steps, reference_uniform, step_from
+from classic_control import (assert_close, assert_indices_refused_or_clamped, assert_truncates_after_max_steps,
+                             reference_steps, step_from)
 from conftest import SIM
+from torchrl_warp.cuda.rng import uniform
 from torchrl_warp.envs.acrobot import AcrobotEnv
 
 gym = pytest.importorskip("gymnasium")
@@ -115,7 +117,7 @@ def test_torque_noise_is_the_rng_draw_and_matches_gymnasium_with_that_torque():
     states, actions = random_states(rng, n), rng.integers(0, 3, n)
     ours = step_from(env, states, actions)
     episode, step = env.state["episode"].tolist(), env.state["step_count"].tolist()
-    draws = [reference_uniform(seed, i, episode[i], step[i], 0, 0) * (2 * noise) - noise for i in range(n)]
+    draws = [float(uniform(seed, i, episode[i], step[i], 0, 0)) * (2 * noise) - noise for i in range(n)]
     assert_matches("noise", ours, gym_steps(states, actions, "book", [[-1.0 + d, 0.0 + d, 1.0 + d] for d in draws]))
     assert all(-noise <= d < noise for d in draws) and len(set(draws)) == n  # a draw per env
     assert np.abs(ours[0] - gym_steps(states, actions, "book")[0]).max() > 1e-4  # the noise moved them
@@ -123,28 +125,13 @@ def test_torque_noise_is_the_rng_draw_and_matches_gymnasium_with_that_torque():
 
 @pytest.mark.sim
 def test_truncation_after_max_steps():
-    env = AcrobotEnv(num_envs=2, max_steps=5, seed=0)
-    td = env.rollout(5, break_when_any_done=False)  # 5 steps from rest never reach the height
-    assert td["next", "truncated"][:, :, 0].tolist() == [[False] * 4 + [True]] * 2
-    assert not td["next", "terminated"].any()
-    assert td["next", "done"][:, -1].all()
-    assert (td["next", "reward"] == -1).all()
+    assert_truncates_after_max_steps(AcrobotEnv, reward=-1)  # 5 steps from rest never reach the height
 
 
 @pytest.mark.sim
 def test_out_of_range_actions_are_refused_or_clamped():
     """``check_actions=True`` refuses indices outside ``[0, 2]``; with it off the kernel clamps them."""
-    env = AcrobotEnv(num_envs=2, seed=0)
-    env.reset()
-    for bad in ([3, 0], [0, -1]):
-        with pytest.raises(ValueError, match="outside its spec"):
-            env.step(env.full_action_spec.zero().set("action", torch.tensor(bad)))
-    unchecked = AcrobotEnv(num_envs=2, seed=0, check_actions=False)
-    states = random_states(np.random.default_rng(5), 2)
-    wild = step_from(unchecked, states, torch.tensor([7, -4]))
-    tame = step_from(unchecked, states, torch.tensor([2, 0]))
-    for a, b in zip(wild, tame):
-        np.testing.assert_array_equal(a, b)
+    assert_indices_refused_or_clamped(AcrobotEnv, random_states(np.random.default_rng(5), 2))
 
 
 def test_start_distribution_matches_gymnasium():

@@ -1,10 +1,10 @@
 """MountainCarEnv against gymnasium's MountainCar-v0, transition by transition."""
 import numpy as np
 import pytest
-import torch
 from torchrl.envs.utils import check_env_specs
 
-from classic_control import assert_close, reference_steps, step_from
+from classic_control import (assert_close, assert_indices_refused_or_clamped, assert_mountain_car_start,
+                             assert_truncates_after_max_steps, reference_steps, step_from)
 from conftest import SIM
 from torchrl_warp.envs.mountain_car import MountainCarEnv
 
@@ -83,38 +83,18 @@ def test_edges_match_gymnasium(env):
 
 @pytest.mark.sim
 def test_truncation_after_max_steps():
-    env = MountainCarEnv(num_envs=2, max_steps=5, seed=0)
-    td = env.rollout(5, break_when_any_done=False)  # no car gets up the hill in 5 steps
-    assert td["next", "truncated"][:, :, 0].tolist() == [[False] * 4 + [True]] * 2
-    assert not td["next", "terminated"].any()
-    assert td["next", "done"][:, -1].all()
-    assert (td["next", "reward"] == -1).all()
+    assert_truncates_after_max_steps(MountainCarEnv, reward=-1)  # no car gets up the hill in 5 steps
 
 
 @pytest.mark.sim
 def test_out_of_range_actions_are_refused_or_clamped():
     """``check_actions=True`` refuses indices outside ``[0, 2]``; with it off the kernel clamps them."""
-    env = MountainCarEnv(num_envs=2, seed=0)
-    env.reset()
-    for bad in ([3, 0], [0, -1]):
-        with pytest.raises(ValueError, match="outside its spec"):
-            env.step(env.full_action_spec.zero().set("action", torch.tensor(bad)))
-    unchecked = MountainCarEnv(num_envs=2, seed=0, check_actions=False)
-    states = np.float32([[-0.5, 0.01], [0.1, -0.02]])
-    wild = step_from(unchecked, states, torch.tensor([9, -5]))
-    tame = step_from(unchecked, states, torch.tensor([2, 0]))
-    for a, b in zip(wild, tame):
-        np.testing.assert_array_equal(a, b)
+    assert_indices_refused_or_clamped(MountainCarEnv, np.float32([[-0.5, 0.01], [0.1, -0.02]]))
 
 
 def test_start_distribution_matches_gymnasium():
     """Position uniform in [-0.6, -0.4), velocity 0, as gymnasium's reset draws them."""
-    obs = MountainCarEnv(num_envs=20000, seed=1).reset()["observation"]
-    position = obs[:, 0]
-    assert position.min() >= -0.6 and position.max() < -0.4
-    assert abs(position.mean().item() + 0.5) < 1e-3
-    assert abs(position.std().item() - 0.2 / 12**0.5) < 1e-3
-    assert (obs[:, 1] == 0).all()
+    assert_mountain_car_start(MountainCarEnv)
 
 
 def test_constants_match_gymnasium():

@@ -7,7 +7,8 @@ import torch
 from torchrl.data import Bounded
 from torchrl.envs.utils import check_env_specs
 
-from classic_control import assert_close, reference_steps, step_from
+from classic_control import (assert_close, assert_mountain_car_start, assert_truncates_after_max_steps,
+                             reference_steps, step_from)
 from conftest import SIM
 from torchrl_warp.envs.mountain_car_continuous import MountainCarContinuousEnv
 
@@ -117,21 +118,12 @@ def test_out_of_range_actions_are_clipped_and_nan_refused():
 
 @pytest.mark.sim
 def test_truncation_after_max_steps():
-    env = MountainCarContinuousEnv(num_envs=2, max_steps=5, seed=0)
-    td = env.rollout(5, break_when_any_done=False)  # no car gets up the hill in 5 steps
-    assert td["next", "truncated"][:, :, 0].tolist() == [[False] * 4 + [True]] * 2
-    assert not td["next", "terminated"].any()
-    assert td["next", "done"][:, -1].all()
+    assert_truncates_after_max_steps(MountainCarContinuousEnv)  # no car gets up the hill in 5 steps
 
 
 def test_start_distribution_matches_gymnasium():
     """Position uniform in [-0.6, -0.4), velocity 0, as gymnasium's reset draws them."""
-    obs = MountainCarContinuousEnv(num_envs=20000, seed=1).reset()["observation"]
-    position = obs[:, 0]
-    assert position.min() >= -0.6 and position.max() < -0.4
-    assert abs(position.mean().item() + 0.5) < 1e-3
-    assert abs(position.std().item() - 0.2 / 12**0.5) < 1e-3
-    assert (obs[:, 1] == 0).all()
+    assert_mountain_car_start(MountainCarContinuousEnv)
 
 
 def test_constants_match_gymnasium():

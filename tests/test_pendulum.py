@@ -7,7 +7,7 @@ import torch
 from torchrl.data import Bounded
 from torchrl.envs.utils import check_env_specs
 
-from classic_control import assert_close, reference_steps, step_from
+from classic_control import assert_close, assert_truncates_after_max_steps, reference_steps, step_from
 from conftest import SIM
 from torchrl_warp.envs.pendulum import PendulumEnv
 
@@ -119,11 +119,7 @@ def test_out_of_range_actions_are_clipped_and_nan_refused():
 
 @pytest.mark.sim
 def test_truncation_after_max_steps_and_never_terminated():
-    env = PendulumEnv(num_envs=2, max_steps=5, seed=0)
-    td = env.rollout(5, break_when_any_done=False)
-    assert td["next", "truncated"][:, :, 0].tolist() == [[False] * 4 + [True]] * 2
-    assert not td["next", "terminated"].any()
-    assert td["next", "done"][:, -1].all()
+    assert_truncates_after_max_steps(PendulumEnv)
 
 
 def test_start_distribution_matches_gymnasium():

@@ -19,6 +19,8 @@ import numba
 
 from torchrl_warp.cuda.rng import uniform
 
+f32 = numba.float32
+
 __all__ = ["scatter_place", "entity_distance", "PLACE_STREAM", "quiet", "pad_observation", "mpe_action", "mpe_action_index", "collision_force", "integrate_first", "integrate", "mpe_done", "clamp_unit",
            "CONTINUOUS", "CATEGORICAL", "MULTI_CATEGORICAL", "ONE_HOT", "MULTI_ONE_HOT"]
 
@@ -158,8 +160,6 @@ def mpe_action(env, agent, action, u, comm, action_encoding, agent_u_range, agen
             msg = argmax_run(action, env, agent, 6, dim_c)
     set_discrete(env, agent, x, y, msg, u, comm, agent_u_range, agent_u_multiplier, talks, dim_c)
 
-
-f32 = numba.float32
 
 
 @numba.njit

@@ -199,6 +199,16 @@ def with_group_done_flags(batch, groups):
     return batch
 
 
+def tanh_normal_policy(net, spec: Bounded, agents: tuple, device):
+    """``net`` (writing 2 x the action's dims per agent) as a TanhNormal policy within ``spec``'s
+    bounds: ``(actor_net, distribution, its kwargs, the net's output keys)``. ``agents``: the
+    bounds' agent dims in one env (``(n,)`` for a group, ``()`` for one agent); the batch dims
+    are dropped (the bounds are the same in every env)."""
+    dim = spec.shape[-1]
+    low, high = (b.reshape(-1, *agents, dim)[0].to(device) for b in (spec.space.low, spec.space.high))
+    return torch.nn.Sequential(net, NormalParamExtractor()), TanhNormal, {"low": low, "high": high}, ["loc", "scale"]
+
+
 class GroupAgent(torch.nn.Module):
     """The actor, critic and loss of one agent group (or of the single agent).
 
@@ -220,12 +230,9 @@ class GroupAgent(torch.nn.Module):
         self.critic_floats_per_frame = agents * obs_dim + (1 if centralised else agents) * max(algo.hidden)
         if group is None:  # one agent per env: plain MLPs, a categorical or TanhNormal policy
             if isinstance(spec, Bounded):  # continuous (Pendulum, MountainCarContinuous)
-                dim = spec.shape[-1]
-                actor_net = torch.nn.Sequential(MLP(in_features=obs_dim, out_features=2 * dim, num_cells=hidden,
-                                                    activation_class=torch.nn.Tanh, device=device),
-                                                NormalParamExtractor())
-                low, high = (b.reshape(-1, dim)[0].to(device) for b in (spec.space.low, spec.space.high))
-                dist, dist_kwargs, params = TanhNormal, {"low": low, "high": high}, ["loc", "scale"]
+                net = MLP(in_features=obs_dim, out_features=2 * spec.shape[-1], num_cells=hidden,
+                          activation_class=torch.nn.Tanh, device=device)
+                actor_net, dist, dist_kwargs, params = tanh_normal_policy(net, spec, (), device)
             else:
                 actor_net = MLP(in_features=obs_dim, out_features=spec.space.n, num_cells=hidden,
                                 activation_class=torch.nn.Tanh, device=device)
@@ -237,12 +244,8 @@ class GroupAgent(torch.nn.Module):
             mlp = dict(n_agents=n, share_params=True, depth=len(hidden), num_cells=hidden,
                        activation_class=torch.nn.Tanh, device=device)
             if isinstance(spec, Bounded):  # continuous (MPE): a TanhNormal within the spec's bounds
-                dim = spec.shape[-1]
-                actor_net = torch.nn.Sequential(MultiAgentMLP(obs_dim, 2 * dim, centralized=False, **mlp),
-                                                NormalParamExtractor())
-                # bounds of the group's agents, [n, dim] (batch dims dropped: the same in every env)
-                low, high = (b.reshape(-1, n, dim)[0].to(device) for b in (spec.space.low, spec.space.high))
-                dist, dist_kwargs, params = TanhNormal, {"low": low, "high": high}, ["loc", "scale"]
+                net = MultiAgentMLP(obs_dim, 2 * spec.shape[-1], centralized=False, **mlp)
+                actor_net, dist, dist_kwargs, params = tanh_normal_policy(net, spec, (n,), device)
             elif isinstance(spec, MultiCategorical):  # Tag, MPE's multidiscrete_actions (a Categorical too)
                 nvec = spec.nvec.reshape(-1, spec.shape[-1])[0].tolist()
                 actor_net = MultiAgentMLP(obs_dim, sum(nvec), centralized=False, **mlp)

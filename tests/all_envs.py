@@ -58,7 +58,8 @@ ENVS = {
 }
 
 #: the package's env classes (for checks on their declarations and docs)
-ENV_CLASSES = [CartPoleEnv, AcrobotEnv, MountainCarEnv, MountainCarContinuousEnv, PendulumEnv, TagEnv, SimpleEnv, SimpleAdversaryEnv, SimpleCryptoEnv, SimplePushEnv,
+ENV_CLASSES = [CartPoleEnv, AcrobotEnv, MountainCarEnv, MountainCarContinuousEnv, PendulumEnv, TagEnv, SimpleEnv,
+               SimpleAdversaryEnv, SimpleCryptoEnv, SimplePushEnv,
                SimpleReferenceEnv, SimpleSpeakerListenerEnv, SimpleSpreadEnv, SimpleTagEnv, SimpleWorldCommEnv]
 
 

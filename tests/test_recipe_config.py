@@ -60,7 +60,8 @@ BAD = [
     ("algo.hidden=[64,0]", "algo.hidden must be a non-empty list of numbers in [1, inf), got [64, 0]"),
     ("seed=-1", "seed must be in [0, inf), got -1"),
     ("profile_iteration=-1", "profile_iteration must be in [0, inf), got -1"),
-    ("env.name=pong", "env.name must be one of cartpole, acrobot, mountain_car, mountain_car_continuous, pendulum, tag, mpe, got 'pong'"),
+    ("env.name=pong", "env.name must be one of cartpole, acrobot, mountain_car, mountain_car_continuous, pendulum, "
+                      "tag, mpe, got 'pong'"),
     ("algo.name=sac", "algo.name must be one of ppo, mappo, ippo, got 'sac'"),
     ("logger=wandb", "logger must be one of csv, tensorboard, none, got 'wandb'"),
     ("device=gpu", "device must be one of auto, cpu, cuda, cuda:<index>, got 'gpu'"),

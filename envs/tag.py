@@ -34,7 +34,7 @@ SCAN_MAX_K = 2
 #: registers per thread the grid's CUDA kernels may use (``Layout.max_registers``). ptxas picks
 #: 80 on its own; with this cap its code runs faster (H200, 10+990 agents, k = 2: 1000 envs
 #: 0.712 -> 0.645 ms per step, 2000 envs 1.303 -> 1.202; 10k x 10+100, k = 10: 2.009 -> 1.988;
-#: run 41, docs/benchmarks.md)
+#: docs/benchmarks.md)
 GRID_MAX_REGISTERS = 112
 
 

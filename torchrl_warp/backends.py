@@ -100,7 +100,7 @@ class _CudaLayout(Backend):
     An env gets a power of two of lanes (its agents rounded up, at most
     ``max_threads_per_env``; lanes stride over the agents beyond), and a block holds
     ``min_block_threads`` lanes or one env, whichever is more. Blocks of 128 rather than
-    256 (H200, 10k envs x 110 agents: 0.617 -> 0.594 ms per step, run 32): a block's
+    256 (H200, 10k envs x 110 agents: 0.617 -> 0.594 ms per step): a block's
     barriers then wait for one env's warps, not two, and at ~120 registers per thread
     the SM fits 4 blocks of 128 where it fit 2 of 256 (the same warps, finer-grained).
     """

@@ -13,7 +13,7 @@ Examples:
     >>> report.problems()
     []
 
-Command line (on a GPU, the long runs of docs/benchmarks.md)::
+Command line (on a GPU, the long runs of docs/reliability.md)::
 
     python -m torchrl_warp.soak tag --num-envs 10000 --agent-steps 1e9 --device cuda
 """

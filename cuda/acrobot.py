@@ -15,7 +15,7 @@ import numba
 
 from torchrl_warp.cuda.rng import uniform
 
-__all__ = ["reset_acrobot", "step_acrobot", "acrobot_dsdt", "wrap"]
+__all__ = ["reset_acrobot", "observe_acrobot", "step_acrobot", "acrobot_dsdt", "wrap"]
 
 _GRAVITY = 9.8  # gymnasium's _dsdt hard-codes it
 
@@ -69,10 +69,15 @@ def acrobot_dsdt(theta1, theta2, dtheta1, dtheta2, a, LINK_LENGTH_1, LINK_MASS_1
 
 
 @numba.njit
-def reset_acrobot(env, agent, seed, episode, kinematics, observation):
+def reset_acrobot(env, agent, seed, episode, kinematics):
     """Every state variable uniform in ``[-0.1, 0.1)`` (gymnasium's default bounds)."""
     for i in range(4):
         kinematics[env, agent, i] = uniform(seed, env, episode[env], 0, agent, i) * 0.2 - 0.1
+
+
+@numba.njit
+def observe_acrobot(env, agent, kinematics, observation):
+    """Observe phase: ``cos``/``sin`` of both angles and both angular velocities."""
     theta1 = numba.float64(kinematics[env, agent, 0])
     theta2 = numba.float64(kinematics[env, agent, 1])
     observation[env, agent, 0] = math.cos(theta1)

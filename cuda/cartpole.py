@@ -16,11 +16,10 @@ __all__ = ["reset_cartpole", "step_cartpole"]
 
 
 @numba.njit
-def reset_cartpole(env, agent, seed, episode, kinematics, observation):
+def reset_cartpole(env, agent, seed, episode, kinematics):
     """Every state variable uniform in ``[-0.05, 0.05)``."""
     for i in range(4):
         kinematics[env, agent, i] = uniform(seed, env, episode[env], 0, agent, i) * 0.1 - 0.05
-        observation[env, agent, i] = kinematics[env, agent, i]
 
 
 @numba.njit

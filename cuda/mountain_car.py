@@ -14,12 +14,10 @@ __all__ = ["reset_mountain_car", "step_mountain_car", "drive"]
 
 
 @numba.njit
-def reset_mountain_car(env, agent, seed, episode, kinematics, observation):
+def reset_mountain_car(env, agent, seed, episode, kinematics):
     """Position uniform in ``[-0.6, -0.4)`` (gymnasium's default bounds), at rest."""
     kinematics[env, agent, 0] = uniform(seed, env, episode[env], 0, agent, 0) * 0.2 - 0.6
     kinematics[env, agent, 1] = 0.0
-    observation[env, agent, 0] = kinematics[env, agent, 0]
-    observation[env, agent, 1] = 0.0
 
 
 @numba.njit

@@ -17,7 +17,7 @@ import numba
 
 from torchrl_warp.cuda.rng import uniform
 
-__all__ = ["reset_pendulum", "step_pendulum", "angle_normalize"]
+__all__ = ["reset_pendulum", "observe_pendulum", "step_pendulum", "angle_normalize"]
 
 
 @numba.njit
@@ -34,11 +34,16 @@ def angle_normalize(x):
 
 
 @numba.njit
-def reset_pendulum(env, agent, seed, episode, kinematics, observation):
+def reset_pendulum(env, agent, seed, episode, kinematics):
     """``theta`` uniform in ``[-pi, pi)``, ``thdot`` in ``[-1, 1)`` (gymnasium's default bounds)."""
     theta = numba.float64(uniform(seed, env, episode[env], 0, agent, 0)) * (2 * math.pi) - math.pi
     kinematics[env, agent, 0] = theta
     kinematics[env, agent, 1] = uniform(seed, env, episode[env], 0, agent, 1) * 2.0 - 1.0
+
+
+@numba.njit
+def observe_pendulum(env, agent, kinematics, observation):
+    """Observe phase: ``cos`` and ``sin`` of the angle, and the angular velocity."""
     theta = numba.float64(kinematics[env, agent, 0])
     observation[env, agent, 0] = math.cos(theta)
     observation[env, agent, 1] = math.sin(theta)

@@ -12,7 +12,7 @@ import math
 
 from torchrl.data import Categorical
 
-from torchrl_warp.cuda.acrobot import reset_acrobot, step_acrobot
+from torchrl_warp.cuda.acrobot import observe_acrobot, reset_acrobot, step_acrobot
 from torchrl_warp.env import WarpEnv
 from torchrl_warp.layout import Field, Layout
 from torchrl_warp.params import Param
@@ -59,6 +59,7 @@ class AcrobotEnv(WarpEnv):
             action_spec=Categorical(3),
             fields=[Field("kinematics", (4,), per_agent=True)],
             reset=(reset_acrobot,),
+            observe=(observe_acrobot,),
             step=(step_acrobot,),
             constants={"nips": int(p.book_or_nips == "nips")},
             outputs_from_state=True,

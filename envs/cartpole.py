@@ -12,6 +12,7 @@ import math
 from torchrl.data import Categorical
 
 from torchrl_warp.cuda.cartpole import reset_cartpole, step_cartpole
+from torchrl_warp.cuda.observe_kinematics import observe_kinematics
 from torchrl_warp.env import WarpEnv
 from torchrl_warp.layout import Field, Layout
 from torchrl_warp.params import Param
@@ -50,6 +51,7 @@ class CartPoleEnv(WarpEnv):
             # copy, so a caller that edits it cannot change the next step
             fields=[Field("kinematics", (4,), per_agent=True)],
             reset=(reset_cartpole,),
+            observe=(observe_kinematics,),
             step=(step_cartpole,),
             outputs_from_state=True,
         )

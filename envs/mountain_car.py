@@ -10,6 +10,7 @@ Examples:
 from torchrl.data import Categorical
 
 from torchrl_warp.cuda.mountain_car import reset_mountain_car, step_mountain_car
+from torchrl_warp.cuda.observe_kinematics import observe_kinematics
 from torchrl_warp.env import WarpEnv
 from torchrl_warp.layout import Field, Layout
 from torchrl_warp.params import Param
@@ -61,6 +62,7 @@ class MountainCarEnv(WarpEnv):
             action_spec=Categorical(3),
             fields=[Field("kinematics", (2,), per_agent=True)],
             reset=(reset_mountain_car,),
+            observe=(observe_kinematics,),
             step=(step_mountain_car,),
             outputs_from_state=True,
         )

@@ -12,6 +12,7 @@ import torch
 from torchrl.data import Bounded
 
 from torchrl_warp.cuda.mountain_car_continuous import reset_mountain_car, step_mountain_car_continuous
+from torchrl_warp.cuda.observe_kinematics import observe_kinematics
 from torchrl_warp.env import WarpEnv
 from torchrl_warp.envs.mountain_car import MountainCarEnv, track_parameters
 from torchrl_warp.layout import Field, Layout
@@ -56,6 +57,7 @@ class MountainCarContinuousEnv(WarpEnv):
             action_spec=Bounded(-1.0, 1.0, shape=(1,), dtype=torch.float32),
             fields=[Field("kinematics", (2,), per_agent=True)],
             reset=(reset_mountain_car,),
+            observe=(observe_kinematics,),
             step=(step_mountain_car_continuous,),
             outputs_from_state=True,
         )

@@ -97,7 +97,8 @@ class ScenarioKernels:
     """A scenario's own part of the kernels.
 
     Args:
-        reset: phases that place the entities (and write the first observation) on reset.
+        reset: phases that place the entities on reset (the start state).
+        observe: phases that derive the first observation from it.
         step: phases after the physics: observations, rewards.
         fields: the scenario's extra state fields.
         constants: its extra kernel constants.
@@ -105,6 +106,7 @@ class ScenarioKernels:
 
     reset: tuple
     step: tuple
+    observe: tuple = ()
     fields: list = field(default_factory=list)
     constants: dict = field(default_factory=dict)
 
@@ -290,7 +292,8 @@ class MPEScenario(WarpEnv):
                 Field("force", (2,), per_agent=True, scratch=True),
                 *scenario.fields,
             ],
-            reset=(quiet,) + tuple(scenario.reset) + (pad_observation,),
+            reset=(quiet,) + tuple(scenario.reset),
+            observe=tuple(scenario.observe) + (pad_observation,),
             step=tuple(step),
             outputs_from_state=True,
             truncation=p.terminated_truncated,

@@ -11,7 +11,7 @@ Examples:
 import torch
 from torchrl.data import Bounded
 
-from torchrl_warp.cuda.pendulum import reset_pendulum, step_pendulum
+from torchrl_warp.cuda.pendulum import observe_pendulum, reset_pendulum, step_pendulum
 from torchrl_warp.env import WarpEnv
 from torchrl_warp.layout import Field, Layout
 from torchrl_warp.params import Param
@@ -56,6 +56,7 @@ class PendulumEnv(WarpEnv):
             action_spec=Bounded(-p.max_torque, p.max_torque, shape=(1,), dtype=torch.float32),
             fields=[Field("kinematics", (2,), per_agent=True)],
             reset=(reset_pendulum,),
+            observe=(observe_pendulum,),
             step=(step_pendulum,),
             outputs_from_state=True,
         )

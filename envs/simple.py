@@ -36,7 +36,7 @@ class SimpleEnv(MPEScenario):
         return [Landmark("landmark 0", collide=False, color=COLORS["red"])]
 
     def _kernels(self, p):
-        return ScenarioKernels(reset=(simple_place, simple_observe), step=((simple_observe, simple_reward),))
+        return ScenarioKernels(reset=(simple_place,), observe=(simple_observe,), step=((simple_observe, simple_reward),))
 
 
 SCENARIOS["simple"] = SimpleEnv

@@ -69,7 +69,7 @@ class SimpleAdversaryEnv(GoalScenario):
 
     def _kernels(self, p):
         return ScenarioKernels(
-            reset=(adversary_place, adversary_observe),
+            reset=(adversary_place,), observe=(adversary_observe,),
             step=((adversary_observe, adversary_reward),),
             fields=[goal_field()],
         )

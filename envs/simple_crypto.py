@@ -61,7 +61,7 @@ class SimpleCryptoEnv(MPEScenario):
 
     def _kernels(self, p):
         return ScenarioKernels(
-            reset=(crypto_place, crypto_observe),
+            reset=(crypto_place,), observe=(crypto_observe,),
             step=((crypto_observe, crypto_reward),),
             fields=[Field("key", (p.dim_c,), torch.int32), Field("secret", (p.dim_c,), torch.int32)],
         )

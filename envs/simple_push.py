@@ -65,7 +65,7 @@ class SimplePushEnv(GoalScenario):
 
     def _kernels(self, p):
         return ScenarioKernels(
-            reset=(push_place, push_observe),
+            reset=(push_place,), observe=(push_observe,),
             step=((push_observe, push_reward),),
             fields=[goal_field()],
             constants={"landmark_color": _landmark_colors(), "n_adversaries": 1},

@@ -59,7 +59,7 @@ class SimpleReferenceEnv(MPEScenario):
 
     def _kernels(self, p):
         return ScenarioKernels(
-            reset=(reference_place, reference_observe),
+            reset=(reference_place,), observe=(reference_observe,),
             step=((reference_observe, reference_reward),),
             fields=[Field("goal", (), torch.int32, per_agent=True)],
             constants={"landmark_color": torch.tensor(LANDMARK_COLORS, dtype=torch.float64)},

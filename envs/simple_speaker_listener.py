@@ -66,7 +66,7 @@ class SimpleSpeakerListenerEnv(MPEScenario):
 
     def _kernels(self, p):
         return ScenarioKernels(
-            reset=(listener_place, listener_observe),
+            reset=(listener_place,), observe=(listener_observe,),
             step=((listener_observe, listener_reward),),
             fields=[Field("goal", (), torch.int32)],
             constants={"landmark_color": torch.tensor(LANDMARK_COLORS, dtype=torch.float64)},

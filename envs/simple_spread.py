@@ -43,7 +43,7 @@ class SimpleSpreadEnv(MPEScenario):
 
     def _kernels(self, p):
         return ScenarioKernels(
-            reset=(spread_place, spread_partials),
+            reset=(spread_place,), observe=(spread_partials,),
             step=(spread_partials, spread_reward),
             fields=[Field("reward_part", (), torch.float64, per_agent=True, scratch=True)],
         )

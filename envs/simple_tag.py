@@ -97,7 +97,7 @@ class SimpleTagEnv(MPEScenario):
     def _kernels(self, p):
         # respawn_at_catch or not, the same kernels (a runtime flag; see cuda/simple_tag.py)
         return ScenarioKernels(
-            reset=(tag_place, tag_observe),
+            reset=(tag_place,), observe=(tag_observe,),
             step=(tag_reward_part, (tag_reward, tag_observe, tag_commit)),
             fields=[Field("reward_part", (), torch.float64, per_agent=True, scratch=True),
                     Field("spawn_pos", (2,), per_agent=True, scratch=True),

@@ -96,7 +96,7 @@ class SimpleWorldCommEnv(MPEScenario):
 
     def _kernels(self, p):
         return ScenarioKernels(
-            reset=(world_comm_place, world_comm_observe),
+            reset=(world_comm_place,), observe=(world_comm_observe,),
             step=((world_comm_observe, world_comm_good_reward), world_comm_adversary_reward),
             fields=[Field("caught", (), torch.int32, per_agent=True, scratch=True)],
         )

@@ -146,15 +146,17 @@ class TagEnv(WarpEnv):
         if search == "grid":
             search_phases = (kernels.sum_rows, kernels.start_cells, (kernels.fill_cells,) + flags,
                              kernels.observe_nearest)
-            reset = (kernels.clear_counts, (kernels.reset_agent, kernels.count_cells)) + search_phases
+            reset = ((kernels.clear_counts, kernels.reset_agent),)
+            observe = (kernels.count_cells,) + search_phases
             step = ((kernels.clear_counts, kernels.move), kernels.detect_tags,
                     (kernels.score_tags, kernels.count_cells)) + search_phases
         else:  # the scan, or every other agent observed: the runners count themselves with atomics
-            observe = kernels.observe_scan if search == "scan" else kernels.observe
+            look = kernels.observe_scan if search == "scan" else kernels.observe
             publish = (kernels.publish_position,) if search == "scan" else ()
-            reset = (kernels.clear_counts, (kernels.reset_agent, kernels.count_runner) + publish, flags + (observe,))
+            reset = ((kernels.clear_counts, kernels.reset_agent),)
+            observe = ((kernels.count_runner,) + publish, flags + (look,))
             step = ((kernels.clear_counts, kernels.move), (kernels.detect_tags, kernels.count_runner),
-                    (kernels.score_tags,) + publish + flags, observe)
+                    (kernels.score_tags,) + publish + flags, look)
         return Layout(
             groups={"taggers": p.num_taggers, "runners": p.num_runners},
             observation_shape=(kernels.observation_size(k, p.egocentric_observation),),
@@ -170,8 +172,8 @@ class TagEnv(WarpEnv):
                 Field("tagged_by", dtype=torch.int32, **agent),
                 # runners each tagger tagged this step (atomics); runners left in the game (from
                 # the grid, or counted by the runners with atomics under the full observation)
-                Field("tag_count", dtype=torch.int32, **agent),
-                Field("runners_left", dtype=torch.int32),
+                Field("tag_count", dtype=torch.int32, derived=True, **agent),
+                Field("runners_left", dtype=torch.int32, derived=True),
                 # scratch space of the k-nearest search: the sorted list of each agent
                 Field("neighbor_distance", (0 if full else k,), torch.float32, scratch=True, **agent),
                 Field("neighbor_index", (0 if full else k,), torch.int32, scratch=True, **agent),
@@ -192,6 +194,7 @@ class TagEnv(WarpEnv):
                 Field("agent_slot", (grid_agents,), torch.int32, scratch=True),
             ],
             reset=reset,
+            observe=observe,
             step=step,
             agent_done=True,
             # each step writes every agent's observation, reward and flags from the state

@@ -47,7 +47,7 @@ class SpeakersEnv(WarpEnv):
             groups={"speakers": p.speakers, "listeners": p.listeners},
             observation_shape=(3,), action_spec=Categorical(3), fields=[],
             group_specs={"listeners": GroupSpec((2, 3), MultiCategorical([4, 2]))},
-            reset=(clear,), step=(echo, finish),
+            reset=(), observe=(clear,), step=(echo, finish),
             constants={"first_group": p.speakers, "sizes": torch.tensor([3, 1, 6, 2])},
         )
 
@@ -63,5 +63,5 @@ class MoversEnv(WarpEnv):
             groups={"movers": 2, "talkers": 1},
             observation_shape=(3,), action_spec=Bounded(-1.0, 1.0, (2,)), fields=[],
             group_specs={"talkers": GroupSpec((4,), Bounded(0.0, 1.0, (3,)))},
-            reset=(clear,), step=(echo, finish), constants={"first_group": 2, "sizes": torch.tensor([3, 2, 4, 3])},
+            reset=(), observe=(clear,), step=(echo, finish), constants={"first_group": 2, "sizes": torch.tensor([3, 2, 4, 3])},
         )

@@ -194,6 +194,29 @@ def test_set_seed_after_graph_capture_replays_the_new_seed(name):
             == expected).all()
 
 
+@pytest.mark.parametrize("name", ["tag", "tag_scan", "cartpole", "simple_spread", "simple_tag"])
+def test_reset_pool_set_after_graph_capture_agrees_with_the_cpu(name):
+    """A pool set once the launches are captured: the new reset kernel is launched, then
+    captured; resets draw the same entries as on the CPU."""
+    donor = ENVS[name](device="cpu", seed=99)
+    donor.reset()
+    pool = {f.name: donor.state[f.name].clone() for f in donor.layout.fields if not (f.scratch or f.derived)}
+    runs = []
+    for device in ("cuda", "cpu"):
+        env = ENVS[name](device=device, seed=13)
+        env.rollout(10, break_when_any_done=False)  # launches captured without a pool
+        env.set_reset_pool(pool)
+        policy = pre_drawn_policy(env, STEPS, device=device)
+        runs.append(env.rollout(STEPS, policy=policy, break_when_any_done=False))
+    a, b = runs[0].cpu(), runs[1]
+    assert b["next", "done"].any()
+    for key in b.keys(True, True):
+        if b[key].dtype.is_floating_point:
+            torch.testing.assert_close(a[key], b[key], atol=1e-5, rtol=1e-5, msg=lambda m: f"{key}: {m}")
+        else:
+            assert torch.equal(a[key], b[key]), key
+
+
 def test_recipe_losses_do_not_sync_with_the_host():
     """recipes/losses.py: a MAPPO loss forward and backward on the GPU never waits for the
     device (TorchRL's own ``MAPPOLoss`` checks its entropy's finiteness: one sync per call)."""

@@ -73,8 +73,9 @@ class Backend:
         """Run ``kernel``; ``key`` names a launch that repeats with the same arguments."""
         raise NotImplementedError
 
-    def forget_graphs(self) -> None:
-        """Drop captured launches (their arguments changed). Only the CUDA backend has any."""
+    def forget_graphs(self, recompiled: tuple[str, ...] = ()) -> None:
+        """Drop captured launches (their arguments changed); ``recompiled``: the keys whose
+        kernel changed too (their next launch runs eagerly). Only the CUDA backend has any."""
 
 
 class CpuBackend(Backend):
@@ -175,8 +176,9 @@ class CudaBackend(_CudaLayout):
             self._graphs[key] = graph
         graph.replay()
 
-    def forget_graphs(self) -> None:
+    def forget_graphs(self, recompiled=()) -> None:
         self._graphs.clear()
+        self._launched.difference_update(recompiled)  # a new kernel compiles on its first launch
 
     def _launch(self, kernel, num_envs, num_agents, args):
         tpe, epb, blocks, threads = self.layout(num_envs, num_agents)

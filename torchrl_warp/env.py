@@ -27,6 +27,7 @@ from torchrl_warp.codegen import BUILTIN_ARGUMENTS, DRIVER_NAMES, KernelSpec
 from torchrl_warp.layout import DONE_KEYS, Layout
 from torchrl_warp.outputs import OUTPUT_FIELDS, Outputs
 from torchrl_warp.params import Param, check_params, table_bytes
+from torchrl_warp.reset_pool import POOL_PREFIX, check_reset_pool, pool_phase
 from torchrl_warp.specs import action_views, build_specs
 
 __all__ = ["WarpEnv"]
@@ -47,6 +48,7 @@ class WarpEnv(EnvBase):
             CUDA graph instead of launching it from Python (same kernel, less overhead).
         seed: the RNG seed, an int in ``[0, 2**64 - 1]``; ``None`` draws one from
             torch's global generator.
+        reset_pool: start states that resetting envs draw from (see :meth:`set_reset_pool`).
         **params: the environment's parameters (see its ``parameters``); unknown
             names and wrong types raise ``TypeError``, values outside their range ``ValueError``.
 
@@ -79,6 +81,7 @@ class WarpEnv(EnvBase):
         check_actions: bool = True,
         cuda_graphs: bool = True,
         seed: int | None = None,
+        reset_pool=None,
         **params,
     ):
         name = type(self).__name__
@@ -101,11 +104,13 @@ class WarpEnv(EnvBase):
 
         fields = self.layout.all_fields()
         outputs = tuple(f.name for f in fields if f.name in OUTPUT_FIELDS)
-        self._kernels = {
-            kind: KernelSpec(kind, tuple(getattr(self.layout, kind)), outputs, self.layout.max_registers)
-            for kind in ("reset", "step")
-        }
+        self._kernels = {"reset": self._reset_spec(None),
+                          "step": KernelSpec("step", tuple(self.layout.step), outputs, self.layout.max_registers)}
         self._check_kernel_names([f.name for f in fields])
+        self._reset_pool = None
+        if reset_pool is not None:
+            self._reset_pool = self._checked_pool(reset_pool)
+            self._kernels["reset"] = self._reset_spec(self._reset_pool)
         needed = sum(f.nbytes(num_envs, self.num_agents) for f in fields) + sum(
             v.numel() * v.element_size() for v in self.layout.constants.values() if isinstance(v, torch.Tensor))
         check_memory(name, 2 * needed, device, f"num_envs={num_envs}, {self.num_agents} agents per env")
@@ -149,6 +154,7 @@ class WarpEnv(EnvBase):
         self._views.update(
             {k: self._backend.view(v) for k, v in self._constants.items() if isinstance(v, torch.Tensor)}
         )
+        self._view_pool()
         self._compiled = {kind: self._backend.compile(spec) for kind, spec in self._kernels.items()}
         self._set_seed(seed)  # None: drawn there
 
@@ -168,19 +174,82 @@ class WarpEnv(EnvBase):
         seen: dict[str, str] = {}
         for kind, names in sources.items():
             for name in names:
-                if name in DRIVER_NAMES or name.startswith("phase_"):
+                if name in DRIVER_NAMES or name.startswith(("phase_", POOL_PREFIX)):
                     raise ValueError(f"{env}: {kind} {name!r} takes a name the generated kernels use "
-                                     f"({', '.join(sorted(DRIVER_NAMES))}, phase_*): rename it")
+                                     f"({', '.join(sorted(DRIVER_NAMES))}, phase_*, {POOL_PREFIX}*): rename it")
                 if name in seen:
                     raise ValueError(f"{env}: {name!r} is both a {seen[name]} and a {kind}: rename one")
                 seen[name] = kind
         for spec in self._kernels.values():
             for name in spec.arguments:
-                if name not in seen and name not in ("seed", "output_shift", "reset_where_done", spec.mask):
+                if name not in seen and name not in ("seed", "output_shift", "reset_where_done", spec.mask) \
+                        and not name.startswith(POOL_PREFIX):
                     raise TypeError(
                         f"{env}: a {spec.kind} phase asks for {name!r}, which is no state field, "
                         f"parameter, constant or builtin ({', '.join(BUILTIN_ARGUMENTS)})"
                     )
+
+    def _reset_spec(self, pool: TensorDict | None) -> KernelSpec:
+        """The reset kernel: the layout's ``reset`` phases, the copy from ``pool`` (if any),
+        then its ``observe`` phases."""
+        layout = self.layout
+        copy = ()
+        if pool is not None:
+            fields = {f.name: f for f in layout.fields}
+            copy = (pool_phase(tuple((name, fields[name].shape, fields[name].per_agent) for name in pool.keys())),)
+        outputs = tuple(f.name for f in layout.all_fields() if f.name in OUTPUT_FIELDS)
+        return KernelSpec("reset", tuple(layout.reset) + copy + tuple(layout.observe), outputs, layout.max_registers)
+
+    def _checked_pool(self, pool) -> TensorDict:
+        name = type(self).__name__
+        if not self.layout.observe:
+            raise ValueError(
+                f"{name} takes no reset pool: its Layout declares no observe phases, so its reset could "
+                f"not derive observations from a pooled start state. Split its reset into reset= (the "
+                f"phases that draw the start state) and observe= (those that derive the rest)")
+        return check_reset_pool(name, pool, self.layout.fields, self.num_agents, self.device)
+
+    def _view_pool(self) -> None:
+        for key in [k for k in self._views if k.startswith(POOL_PREFIX)]:
+            del self._views[key]
+        if self._reset_pool is not None:
+            self._views.update({POOL_PREFIX + k: self._backend.view(v) for k, v in self._reset_pool.items()})
+
+    @property
+    def reset_pool(self) -> TensorDict | None:
+        """The start states resetting envs draw from (the env's own copy), or None."""
+        return self._reset_pool
+
+    def set_reset_pool(self, pool) -> None:
+        """Make resetting envs start from ``pool``: a TensorDict (or dict) of start states.
+
+        Each entry is one of the env's own state fields with a leading pool dimension
+        ``P``: ``pool[name].shape == (P, *env.state[name].shape[1:])``, of the field's
+        dtype. Each env that resets draws one of the ``P`` entries, uniformly, from its
+        counter-based RNG (on the device, no host sync, the same draws for the same seed
+        on every backend), and takes those fields from it; the fields the pool lacks get
+        the env's own random start. Observations and the rest are derived from the start
+        state as usual. ``None`` removes the pool. The env keeps a copy: later edits of
+        ``pool`` change nothing. A wrong entry (not a state field, a scratch field, a
+        wrong shape or dtype, NaN or infinite values) is refused before anything changes.
+
+        Examples:
+            >>> import torch
+            >>> from torchrl_warp.envs import PendulumEnv
+            >>> env = PendulumEnv(num_envs=3, seed=0)
+            >>> env.set_reset_pool({"kinematics": torch.tensor([[[3.1, 0.0]]])})  # P = 1: all upright
+            >>> env.reset()["observation"][:, :2]  # cos, sin of the angle
+            tensor([[-0.9991,  0.0416],
+                    [-0.9991,  0.0416],
+                    [-0.9991,  0.0416]])
+        """
+        checked = None if pool is None else self._checked_pool(pool)
+        self._reset_pool = checked
+        self._kernels["reset"] = self._reset_spec(checked)
+        self._view_pool()
+        self._compiled["reset"] = self._backend.compile(self._kernels["reset"])
+        self._backend.forget_graphs(("reset", "reset_where_done"))  # a new kernel: launched anew
+        self._build_args()
 
     def _kernel_args(self, spec: KernelSpec, where_done: bool = False) -> tuple:
         """The launch arguments of ``spec``; ``where_done``: a reset of exactly the envs whose
@@ -243,6 +312,9 @@ class WarpEnv(EnvBase):
         self._seed = seed
         self.state["episode"].zero_()
         self._backend.forget_graphs()  # captured launches hold the old seed
+        self._build_args()
+
+    def _build_args(self) -> None:
         self._args = {kind: self._kernel_args(spec) for kind, spec in self._kernels.items()}
         self._args["reset_where_done"] = self._kernel_args(self._kernels["reset"], where_done=True)
 

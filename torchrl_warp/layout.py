@@ -38,6 +38,8 @@ class Field:
         scratch: working space of a kernel (a search's sorted lists, a grid), not part of
             the env's state proper: it may hold sentinels (NaN, infinities) between steps,
             and checks of the state (:mod:`~torchrl_warp.soak`) leave it out.
+        derived: computed by the kernels from the rest of the state (counts, tallies of a
+            step), so no start state of its own: a reset pool may not hold it.
     """
 
     name: str
@@ -45,6 +47,7 @@ class Field:
     dtype: torch.dtype = torch.float32
     per_agent: bool = False
     scratch: bool = False
+    derived: bool = False
 
     def full_shape(self, num_envs: int, num_agents: int) -> tuple:
         lead = (num_envs, num_agents) if self.per_agent else (num_envs,)
@@ -98,9 +101,14 @@ class Layout:
         action_spec: per-agent action spec without batch dims (e.g. ``Categorical(2)``
             or ``MultiCategorical([21, 21])``); expanded to ``[num_envs, n, ...]``.
         fields: the environment's own state fields.
-        reset: phases of the reset kernel, in order: phase functions, or tuples of
-            them that run back to back with no barrier between (see :mod:`torchrl_warp.codegen`).
+        reset: phases of the reset kernel that draw an env's start state, in order: phase
+            functions, or tuples of them that run back to back with no barrier between
+            (see :mod:`torchrl_warp.codegen`).
         step: phases of the step kernel.
+        observe: phases the reset kernel runs after ``reset``: they derive from the start
+            state what is not part of it (observations, counts, search structures). A
+            reset pool's start states (:mod:`~torchrl_warp.reset_pool`) are copied in
+            between, so an env takes a reset pool only if it declares them.
         agent_done: per-agent ``done``/``terminated``/``truncated`` inside each group
             (agents that leave the game early). Kernels write them as the fields
             ``agent_done``, ``agent_terminated``, ``agent_truncated``.
@@ -136,6 +144,7 @@ class Layout:
     max_registers: int | None = None
     group_specs: dict = field(default_factory=dict)
     truncation: bool = True
+    observe: tuple = ()
 
     def __post_init__(self):
         unknown = set(self.group_specs) - set(self.groups or ())

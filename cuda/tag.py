@@ -51,7 +51,8 @@ Observation of one agent (``6 + 7 * K + 1`` floats, ``K`` = agents observed; War
   ``direction / 2pi``, type (1 tagger, 0 runner);
 * for each of the ``K`` nearest other agents still in the game, nearest first, ties
   broken by the lower index (or all other agents in index order with
-  ``use_full_observation``): relative ``x``, ``y`` / ``(sqrt(2) L)``, relative speed
+  ``use_full_observation``, those out of the game too: where they stay, at rest,
+  heading 0, flagged 0): relative ``x``, ``y`` / ``(sqrt(2) L)``, relative speed
   and acceleration / ``max_speed``, relative direction / ``2pi``, type,
   still-in-game; zeros where fewer remain;
 * the time step / ``episode_length``.
@@ -69,11 +70,18 @@ the sign of one feature:
   agent's, type, still-in-game; zeros where fewer remain;
 * the time step / ``episode_length``.
 
-An agent out of the game sees zeros.
+An agent out of the game sees zeros (with ``use_full_observation``, not egocentric, the
+others' types and flags too, as WarpDrive's). "In the game" here is as the observation
+sees it: before this step's tags by default (WarpDrive's order: a runner tagged in this
+step still observes and is observed), after them with ``observe_after_tags``.
 
-Arithmetic runs in float64 on float32 state (cos/sin too), so that the GPU and the
-CPU round to the same float32 values and trajectories agree across backends
-(tests/test_gpu.py: 100-step rollouts within 1e-5). The neighbour searches rank by
+A step is WarpDrive's CPU step (``TagContinuous``) in float32, as it computes it: each
+operation rounded to float32 on its own (products through
+:func:`~torchrl_warp.rounding.mul_rn`, never fused into a multiply-add on the GPU), the
+heading's cos and sin computed in float64 and rounded to float32 (every backend then
+rounds alike; numpy's float32 ``cos`` is within a unit in the last place of it), so
+that trajectories agree bit for bit across backends (tests/test_gpu.py: 100-step
+rollouts within 1e-5). The observation is computed in float64 from the float32 state. The neighbour searches rank by
 squared distances in float32 (half the registers and instructions per candidate of
 float64, the searches' inner loop), with each product rounded on its own
 (:func:`~torchrl_warp.rounding.mul_rn`: the GPU compiler would otherwise fuse
@@ -83,6 +91,7 @@ and every search ranks the same neighbours, bit for bit.
 import math
 
 import numba
+import numpy
 
 from torchrl_warp.atomics import atomic_add, atomic_count
 from torchrl_warp.rounding import mul_rn
@@ -146,13 +155,19 @@ def _clamp_index(i, n):
 
 @numba.njit
 def move(
-    env, agent, step_count, action, pos, direction, speed, acceleration, in_game, reward,
+    env, agent, action, pos, direction, speed, acceleration, in_game, reward,
     acceleration_actions, turn_actions, num_taggers, grid_length, max_speed,
     skill_level_tagger, skill_level_runner, step_penalty_for_tagger, step_reward_for_runner,
-    edge_hit_penalty, end_of_game_reward_for_runner, episode_length,
+    edge_hit_penalty,
 ):
-    """Accelerate, turn, move; per-step, edge and end-of-game rewards."""
+    """Accelerate, turn, move, in float32 as WarpDrive's CPU step; per-step and edge rewards.
+
+    The acceleration accumulates and resets to 0 when the clipped speed reaches 0 or the
+    top speed; the heading wraps into ``[0, 2pi)`` as float32's remainder by float32's
+    ``2pi``; an agent out of the game keeps its place, at rest, heading 0."""
+    f32 = numba.float32
     if not in_game[env, agent]:
+        direction[env, agent] = 0.0
         speed[env, agent] = 0.0
         acceleration[env, agent] = 0.0
         reward[env, agent] = 0.0
@@ -160,79 +175,108 @@ def move(
     tagger = agent < num_taggers
     a = _clamp_index(action[env, agent, 0], acceleration_actions.shape[0])
     t = _clamp_index(action[env, agent, 1], turn_actions.shape[0])
-    f64 = numba.float64
-    acc = f64(acceleration[env, agent]) + f64(acceleration_actions[a])
-    d = f64(direction[env, agent]) + f64(turn_actions[t])
-    if d < 0.0:
-        d += _TWO_PI
-    elif d >= _TWO_PI:
-        d -= _TWO_PI
-    top = max_speed * (skill_level_tagger if tagger else skill_level_runner)
-    s = f64(speed[env, agent]) + acc
-    if s > top:
-        s = top
-        acc = 0.0
-    elif s < 0.0:
-        s = 0.0
-        acc = 0.0
-    x = f64(pos[env, agent, 0]) + s * math.cos(d)
-    y = f64(pos[env, agent, 1]) + s * math.sin(d)
-    hit = False
-    if x < 0.0:
-        x, hit = 0.0, True
-    elif x > grid_length:
-        x, hit = grid_length, True
-    if y < 0.0:
-        y, hit = 0.0, True
-    elif y > grid_length:
-        y, hit = grid_length, True
-    r = step_penalty_for_tagger if tagger else step_reward_for_runner
-    if hit:
-        r += edge_hit_penalty
-    if not tagger and step_count[env] >= episode_length:
-        r += end_of_game_reward_for_runner
-    pos[env, agent, 0] = x
-    pos[env, agent, 1] = y
+    acc = f32(acceleration[env, agent] + acceleration_actions[a])
+    d = _wrap_heading(f32(direction[env, agent] + turn_actions[t]))
+    top = f32(f32(max_speed) * f32(skill_level_tagger if tagger else skill_level_runner))
+    s = f32(speed[env, agent] + acc)
+    s = min(top, max(f32(0.0), s))
+    if not (s > 0.0 and s < top):
+        acc = f32(0.0)
+    # cos and sin of the float32 heading, rounded to float32 (from float64: every backend
+    # rounds alike); each product rounded on its own (no fused multiply-add on the GPU)
+    c = f32(math.cos(numba.float64(d)))
+    n = f32(math.sin(numba.float64(d)))
+    x = f32(pos[env, agent, 0] + mul_rn(s, c))
+    y = f32(pos[env, agent, 1] + mul_rn(s, n))
+    length = f32(grid_length)
+    hit = not (x >= 0.0 and x <= length and y >= 0.0 and y <= length)
+    pos[env, agent, 0] = min(length, max(f32(0.0), x))
+    pos[env, agent, 1] = min(length, max(f32(0.0), y))
     direction[env, agent] = d
     speed[env, agent] = s
     acceleration[env, agent] = acc
-    reward[env, agent] = r
+    r = f32(edge_hit_penalty) if hit else f32(0.0)
+    reward[env, agent] = f32(r + f32(step_penalty_for_tagger if tagger else step_reward_for_runner))
+
+
+#: float32's 2pi (a little above 2pi): headings wrap by it, as WarpDrive's float32 remainder
+TWO_PI_F32 = float(numpy.float32(2.0 * math.pi))
 
 
 @numba.njit
-def detect_tags(env, agent, pos, in_game, tagged_by, tag_count, reward, num_taggers, tag_radius,
+def _wrap_heading(d):
+    """float32 ``d`` modulo float32's ``2pi`` with the sign of the divisor, as numpy's float32
+    ``%``: the exact remainder of ``|d|`` (repeated subtraction in float64 never rounds:
+    every value is a multiple of ``d``'s float32 spacing), negated and plus ``2pi`` (rounded
+    to float32) when ``d < 0``; -0 becomes +0."""
+    f32 = numba.float32
+    two_pi = numba.float64(TWO_PI_F32)
+    m = abs(numba.float64(d))
+    while m >= two_pi:
+        m -= two_pi
+    if d < 0.0 and m > 0.0:
+        return f32(f32(-m) + f32(two_pi))
+    return f32(m)
+
+
+@numba.njit
+def _distance(bx, by, x, y):
+    """float32 distance from ``(x, y)`` to ``(bx, by)`` as WarpDrive's CPU computes it: every
+    operation rounded to float32 on its own (the products never fused)."""
+    dx = bx - x
+    dy = by - y
+    return numba.float32(math.sqrt(mul_rn(dx, dx) + mul_rn(dy, dy)))
+
+
+@numba.njit
+def detect_tags(env, agent, pos, in_game, tagged_by, tag_count, reward, num_taggers, grid_length, tagging_distance,
                 tag_penalty_for_runner):
-    """A runner in the game is tagged by its nearest tagger if closer than ``tag_radius``
-    (``tagged_by``); the tagger counts it (``tag_count``, atomically: several runners may
-    be tagged by one tagger)."""
+    """A runner in the game is tagged by its nearest tagger (float32 distance, ties to the
+    lower index) if closer than ``tagging_distance * grid_length`` (float32); ``tagged_by``;
+    the tagger counts it (``tag_count``, atomically: several runners may be tagged by one tagger)."""
     tagged_by[env, agent] = -1
     if agent < num_taggers or not in_game[env, agent]:
         return
+    f32 = numba.float32
     best = -1
-    best_d2 = 3.0e38
-    x = numba.float64(pos[env, agent, 0])
-    y = numba.float64(pos[env, agent, 1])
+    best_d = f32(math.inf)
+    x = pos[env, agent, 0]
+    y = pos[env, agent, 1]
     for t in range(num_taggers):
-        dx = numba.float64(pos[env, t, 0]) - x
-        dy = numba.float64(pos[env, t, 1]) - y
-        d2 = dx * dx + dy * dy
-        if d2 < best_d2:
-            best_d2 = d2
+        d = _distance(pos[env, t, 0], pos[env, t, 1], x, y)
+        if d < best_d:
+            best_d = d
             best = t
-    if best >= 0 and best_d2 < tag_radius * tag_radius:
+    if best >= 0 and best_d < f32(f32(tagging_distance) * f32(grid_length)):
         tagged_by[env, agent] = best
-        reward[env, agent] += tag_penalty_for_runner
+        reward[env, agent] = f32(reward[env, agent] + f32(tag_penalty_for_runner))
         atomic_add(tag_count, (env, best), 1)
 
 
 @numba.njit
-def score_tags(env, agent, in_game, tagged_by, tag_count, reward, num_taggers, tag_reward_for_tagger,
-               runner_exits_game_after_tagged):
-    """Taggers score the runners they tagged; tagged runners leave the game if the rules say so."""
+def score_tags(env, agent, step_count, in_game, tagged_by, tag_count, reward, num_taggers, tag_reward_for_tagger,
+               end_of_game_reward_for_runner, runner_exits_game_after_tagged, episode_length):
+    """Taggers score the runners they tagged (one float32 addition per tag); tagged runners
+    leave the game if the rules say so; at the last step each runner still in the game
+    (after this step's tags) gets the end-of-game reward."""
+    f32 = numba.float32
     if agent < num_taggers:
-        reward[env, agent] += tag_count[env, agent] * tag_reward_for_tagger
-    elif runner_exits_game_after_tagged and tagged_by[env, agent] >= 0:
+        r = reward[env, agent]
+        for _ in range(tag_count[env, agent]):
+            r = f32(r + f32(tag_reward_for_tagger))
+        reward[env, agent] = r
+        return
+    if runner_exits_game_after_tagged and tagged_by[env, agent] >= 0:
         in_game[env, agent] = False
+    if in_game[env, agent] and step_count[env] >= episode_length:
+        reward[env, agent] = f32(reward[env, agent] + f32(end_of_game_reward_for_runner))
+
+
+@numba.njit
+def _seen(env, o, in_game, tagged_by, observe_after_tags):
+    """Whether agent ``o`` is in the game in this step's observation: WarpDrive observes
+    before the step's tags (a runner tagged this step still shows), or after them."""
+    return in_game[env, o] or (not observe_after_tags and tagged_by[env, o] >= 0)
 
 
 @numba.njit
@@ -276,10 +320,11 @@ def agent_flags(env, agent, step_count, runners_left, in_game, agent_done, agent
 
 
 @numba.njit
-def retire_agent(env, agent, in_game, observation):
-    """An agent out of the game observes zeros (those in the game get their observation
-    from the search's observe phase)."""
-    if in_game[env, agent]:
+def retire_agent(env, agent, in_game, tagged_by, observation, observe_after_tags):
+    """An agent out of the game (in this step's observation, :func:`_seen`) observes zeros
+    (the full observation then adds the others' types and flags); those in the game get
+    their observation from the search's observe phase."""
+    if _seen(env, agent, in_game, tagged_by, observe_after_tags):
         return
     for i in range(observation.shape[2]):
         observation[env, agent, i] = 0.0
@@ -311,9 +356,11 @@ def _cell_coordinate(v, cells_per_unit, g):
 
 
 @numba.njit
-def count_cells(env, agent, pos, in_game, cell_count, agent_cell, agent_slot, cells_per_side, cells_per_unit):
-    """Bin an agent in the game into its cell and take a slot there (``-1``: out of the game)."""
-    if not in_game[env, agent]:
+def count_cells(env, agent, pos, in_game, tagged_by, cell_count, agent_cell, agent_slot, cells_per_side, cells_per_unit,
+                observe_after_tags):
+    """Bin an agent in the game (in this step's observation, :func:`_seen`) into its cell and
+    take a slot there (``-1``: out of the game)."""
+    if not _seen(env, agent, in_game, tagged_by, observe_after_tags):
         agent_cell[env, agent] = -1
         return
     g = cells_per_side
@@ -337,10 +384,12 @@ def sum_rows(env, agent, num_agents, cell_count, row_count, cells_per_side):
 
 
 @numba.njit
-def start_cells(env, agent, num_agents, cell_count, row_count, cell_start, runners_left, num_taggers, cells_per_side):
+def start_cells(env, agent, num_agents, cell_count, row_count, cell_start, runners_left, tag_count, num_taggers,
+                cells_per_side, runner_exits_game_after_tagged, observe_after_tags):
     """Exclusive scan of the counts: ``cell_start[c]`` is where cell ``c``'s agents begin in
-    ``cell_agent``; ``cell_start[G * G]`` is the number of agents in the game, and the
-    runners left are that minus the taggers (taggers never leave the game)."""
+    ``cell_agent``; ``cell_start[G * G]`` is the number of agents binned, and the runners
+    left are that minus the taggers (who never leave the game), minus the runners this
+    step's tags send out when they were binned (observed before the tags)."""
     g = cells_per_side
     row = agent
     while row < g:
@@ -352,7 +401,11 @@ def start_cells(env, agent, num_agents, cell_count, row_count, cell_start, runne
             offset += cell_count[env, c]
         if row == g - 1:
             cell_start[env, g * g] = offset
-            runners_left[env] = offset - num_taggers
+            left = offset - num_taggers
+            if runner_exits_game_after_tagged and not observe_after_tags:
+                for t in range(num_taggers):
+                    left -= tag_count[env, t]
+            runners_left[env] = left
         row += num_agents
 
 
@@ -559,10 +612,10 @@ def _find_neighbors(env, agent, x, y, neighbor_distance, neighbor_index, agent_c
 
 # ---- the scan: every agent against every other, for small envs ----------------------------
 @numba.njit
-def publish_position(env, agent, pos, in_game, scan_x, scan_y):
-    """The agent's position for :func:`observe_scan` (NaN when out of the game: a NaN
-    distance never ranks)."""
-    if in_game[env, agent]:
+def publish_position(env, agent, pos, in_game, tagged_by, scan_x, scan_y, observe_after_tags):
+    """The agent's position for :func:`observe_scan` (NaN when out of the game, :func:`_seen`:
+    a NaN distance never ranks)."""
+    if _seen(env, agent, in_game, tagged_by, observe_after_tags):
         scan_x[env, agent] = pos[env, agent, 0]
         scan_y[env, agent] = pos[env, agent, 1]
     else:
@@ -655,9 +708,9 @@ def _scan_k(env, agent, x, y, scan_x, scan_y, n, dist, index, slots):
 
 @numba.njit
 def observe_scan(
-    env, agent, num_agents, step_count, pos, direction, speed, acceleration, in_game, observation,
+    env, agent, num_agents, step_count, pos, direction, speed, acceleration, in_game, tagged_by, observation,
     neighbor_distance, neighbor_index, scan_x, scan_y, num_taggers, grid_length, observation_scales,
-    egocentric_observation,
+    egocentric_observation, observe_after_tags,
 ):
     """Find the k nearest of an agent in the game by scanning every agent, and write its
     observation.
@@ -665,7 +718,7 @@ def observe_scan(
     Every lane of a warp reads the same agent at the same time (one broadcast load), and
     for k <= 2 the list lives in registers: with ~100 agents per env this beats the grid.
     """
-    if not in_game[env, agent]:
+    if not _seen(env, agent, in_game, tagged_by, observe_after_tags):
         return
     x = scan_x[env, agent]
     y = scan_y[env, agent]
@@ -681,7 +734,7 @@ def observe_scan(
         filled = _scan_k(env, agent, x, y, scan_x, scan_y, num_agents, dist, index, slots)
         for slot in range(slots):
             neighbor_index[env, agent, slot] = index[slot] if slot < filled else -1
-    _observe_listed(env, agent, step_count, pos, direction, speed, acceleration, in_game, observation, neighbor_index,
+    _observe_listed(env, agent, step_count, pos, direction, speed, acceleration, observation, neighbor_index,
                     num_taggers, grid_length, observation_scales, egocentric_observation)
 
 
@@ -731,13 +784,15 @@ def _observe_own(env, agent, step_count, pos, direction, speed, acceleration, ob
 
 
 @numba.njit
-def _observe_other(observation, env, agent, slot, o, pos, direction, speed, acceleration, in_game, num_taggers,
+def _observe_other(observation, env, agent, slot, o, in_game_flag, pos, direction, speed, acceleration, num_taggers,
                    scales, egocentric, c, s):
-    """Agent ``o`` in the agent's ``slot`` of other agents (zeros if ``o < 0`` or out of the
-    game); ``scales``: :func:`observation_scales`; ``c, s``: :func:`_heading` of the agent."""
+    """Agent ``o`` in the agent's ``slot`` of other agents: zeros if ``o < 0``; its features,
+    type and ``in_game_flag`` (an agent out of the game shows where it stays, at rest,
+    heading 0, as WarpDrive's full observation), or zeros out of the game when egocentric.
+    ``scales``: :func:`observation_scales`; ``c, s``: :func:`_heading` of the agent."""
     own, per = (EGO_OWN_FEATURES, EGO_NEIGHBOR_FEATURES) if egocentric else (OWN_FEATURES, NEIGHBOR_FEATURES)
     base = own + per * slot
-    if o < 0 or not in_game[env, o]:
+    if o < 0 or (egocentric and not in_game_flag):
         for i in range(per):
             observation[env, agent, base + i] = 0.0
         return
@@ -751,7 +806,7 @@ def _observe_other(observation, env, agent, slot, o, pos, direction, speed, acce
         observation[env, agent, base + 3] = (acceleration[env, o] - acceleration[env, agent]) * speed_scale
         observation[env, agent, base + 4] = (direction[env, o] - direction[env, agent]) * _INV_TWO_PI
         observation[env, agent, base + 5] = tagger
-        observation[env, agent, base + 6] = 1.0
+        observation[env, agent, base + 6] = 1.0 if in_game_flag else 0.0
         return
     f64 = numba.float64
     dx = (f64(pos[env, o, 0]) - f64(pos[env, agent, 0])) * speed_scale
@@ -773,7 +828,7 @@ def _observe_other(observation, env, agent, slot, o, pos, direction, speed, acce
 
 
 @numba.njit
-def _observe_listed(env, agent, step_count, pos, direction, speed, acceleration, in_game, observation,
+def _observe_listed(env, agent, step_count, pos, direction, speed, acceleration, observation,
                     neighbor_index, num_taggers, grid_length, scales, egocentric):
     """The observation of an agent whose k nearest a search wrote to ``neighbor_index[env, agent]``:
     its own features, then each listed agent's (zeros for ``-1``)."""
@@ -781,13 +836,13 @@ def _observe_listed(env, agent, step_count, pos, direction, speed, acceleration,
     _observe_own(env, agent, step_count, pos, direction, speed, acceleration, observation, num_taggers, grid_length,
                  scales, egocentric, c, s)
     for slot in range(neighbor_index.shape[2]):
-        _observe_other(observation, env, agent, slot, neighbor_index[env, agent, slot], pos, direction, speed,
-                       acceleration, in_game, num_taggers, scales, egocentric, c, s)
+        _observe_other(observation, env, agent, slot, neighbor_index[env, agent, slot], True, pos, direction, speed,
+                       acceleration, num_taggers, scales, egocentric, c, s)
 
 
 @numba.njit
 def observe_nearest(
-    env, agent, step_count, pos, direction, speed, acceleration, in_game, observation, neighbor_distance,
+    env, agent, step_count, pos, direction, speed, acceleration, observation, neighbor_distance,
     neighbor_index, agent_cell, cell_start, cell_agent, cell_x, cell_y, num_taggers, grid_length, observation_scales,
     cells_per_side, cell_size, egocentric_observation,
 ):
@@ -805,23 +860,32 @@ def observe_nearest(
     me = cell_agent[env, agent]
     _find_neighbors(env, me, cell_x[env, agent], cell_y[env, agent], neighbor_distance, neighbor_index, agent_cell,
                     cell_start, cell_agent, cell_x, cell_y, grid_length, g, cell_size)
-    _observe_listed(env, me, step_count, pos, direction, speed, acceleration, in_game, observation, neighbor_index,
+    _observe_listed(env, me, step_count, pos, direction, speed, acceleration, observation, neighbor_index,
                     num_taggers, grid_length, observation_scales, egocentric_observation)
 
 
 @numba.njit
 def observe(
-    env, agent, step_count, pos, direction, speed, acceleration, in_game, observation, num_taggers, grid_length,
-    observation_scales, egocentric_observation,
+    env, agent, step_count, pos, direction, speed, acceleration, in_game, tagged_by, observation, num_taggers,
+    grid_length, observation_scales, egocentric_observation, observe_after_tags,
 ):
-    """The full observation (``use_full_observation``) of an agent in the game: own features
-    and every other agent in index order (zeros for those out of the game)."""
-    if not in_game[env, agent]:
+    """The full observation (``use_full_observation``): own features and every other agent
+    in index order, those out of the game too (flagged 0). An agent out of the game sees
+    zeros (written by :func:`retire_agent`), and, as WarpDrive's, the others' types and
+    flags (not when egocentric)."""
+    if not _seen(env, agent, in_game, tagged_by, observe_after_tags):
+        if egocentric_observation:
+            return
+        for slot in range(in_game.shape[1] - 1):
+            o = slot if slot < agent else slot + 1
+            base = OWN_FEATURES + NEIGHBOR_FEATURES * slot
+            observation[env, agent, base + 5] = 1.0 if o < num_taggers else 0.0
+            observation[env, agent, base + 6] = 1.0 if _seen(env, o, in_game, tagged_by, observe_after_tags) else 0.0
         return
     c, s = _heading(env, agent, direction, egocentric_observation)
     _observe_own(env, agent, step_count, pos, direction, speed, acceleration, observation, num_taggers,
                  grid_length, observation_scales, egocentric_observation, c, s)
     for slot in range(in_game.shape[1] - 1):
         o = slot if slot < agent else slot + 1  # every other agent, in index order
-        _observe_other(observation, env, agent, slot, o, pos, direction, speed, acceleration, in_game, num_taggers,
-                       observation_scales, egocentric_observation, c, s)
+        _observe_other(observation, env, agent, slot, o, _seen(env, o, in_game, tagged_by, observe_after_tags), pos,
+                       direction, speed, acceleration, num_taggers, observation_scales, egocentric_observation, c, s)

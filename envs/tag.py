@@ -10,6 +10,7 @@ Examples:
     torch.Size([4, 5, 2])
 """
 
+import numpy as np
 import torch
 from torchrl.data import MultiCategorical
 
@@ -38,9 +39,17 @@ SCAN_MAX_K = 2
 GRID_MAX_REGISTERS = 112
 
 
-def action_table(max_value: float, levels: int) -> torch.Tensor:
-    """``[0] + linspace(-max_value, max_value, levels)``: index 0 is the no-op."""
-    return torch.cat([torch.zeros(1), torch.linspace(-max_value, max_value, levels)]).float()
+def action_table(max_value: float, levels: int, min_value: float | None = None) -> torch.Tensor:
+    """``[0] + linspace(min_value, max_value, levels)`` (``min_value``: ``-max_value`` if not
+    given), the ends rounded to float32 first and the table computed by numpy's ``linspace``
+    in float32, as WarpDrive's; index 0 is the no-op.
+
+    >>> action_table(1.0, 3).tolist()
+    [0.0, -1.0, 0.0, 1.0]
+    """
+    low = np.float32(-max_value if min_value is None else min_value)
+    table = np.linspace(low, np.float32(max_value), levels)
+    return torch.from_numpy(np.insert(table, 0, 0).astype(np.float32))
 
 
 def neighbor_search(choice: str, num_agents: int, k: int) -> str:
@@ -65,7 +74,10 @@ class TagEnv(WarpEnv):
     nearest tagger is tagged: ``tag_penalty_for_runner`` for it, ``tag_reward_for_tagger``
     for that tagger, and it leaves the game if ``runner_exits_game_after_tagged``
     (its per-agent ``terminated`` flag is set). The episode terminates when no
-    runner is left and is truncated after ``episode_length`` steps. The
+    runner is left and is truncated after ``episode_length`` steps. A step follows
+    WarpDrive's CPU ``TagContinuous.step`` rule for rule, in float32 (checked against it in
+    ``tests/test_tag_warpdrive.py``); by default the observation is taken before the
+    step's tags, as WarpDrive's (``observe_after_tags=True``: after them). The
     observation layout is documented in :mod:`torchrl_warp.cuda.tag`: WarpDrive's by
     default, or with ``egocentric_observation=True`` positions and velocities in each
     agent's own frame and angles as cosines and sines (what the training recipe uses:
@@ -99,10 +111,13 @@ class TagEnv(WarpEnv):
         "episode_length": Param(500, "steps before the episode is truncated", ge=1),
         "max_speed": Param(1.0, "speeds are clipped to [0, max_speed]", gt=0),
         "max_acceleration": Param(0.1, "the largest acceleration an action picks", ge=0),
+        "min_acceleration": Param(-0.1, "the smallest acceleration an action picks"),
         "max_turn": Param(2.356, "the largest turn an action picks (rad)", ge=0),
-        "num_acceleration_levels": Param(20, "accelerations in [-max, max] (plus the no-op index 0)",
+        "min_turn": Param(-2.356, "the smallest turn an action picks (rad)"),
+        "num_acceleration_levels": Param(20, "accelerations evenly spaced in [min, max] (plus the no-op index 0)",
                                          ge=1, le=LEVELS_MAX, table=4),
-        "num_turn_levels": Param(20, "turns in [-max, max] (plus the no-op index 0)", ge=1, le=LEVELS_MAX, table=4),
+        "num_turn_levels": Param(20, "turns evenly spaced in [min, max] (plus the no-op index 0)", ge=1,
+                                 le=LEVELS_MAX, table=4),
         "skill_level_tagger": Param(1.0, "taggers' top speed is max_speed times this", gt=0),
         "skill_level_runner": Param(1.0, "runners' top speed is max_speed times this", gt=0),
         "num_other_agents_observed": Param(10, "k: each agent observes its k nearest others", ge=1),
@@ -116,8 +131,9 @@ class TagEnv(WarpEnv):
         "step_penalty_for_tagger": Param(0.0, "each tagger's reward every step it moves"),
         "step_reward_for_runner": Param(0.0, "every runner's reward each step in the game"),
         "edge_hit_penalty": Param(0.0, "reward for hitting the world's edge", le=0),
-        "end_of_game_reward_for_runner": Param(1.0, "reward of each runner in the game at the last step"),
+        "end_of_game_reward_for_runner": Param(1.0, "reward of each runner still in the game after the last step's tags"),
         "runner_exits_game_after_tagged": Param(True, "a tagged runner leaves the game"),
+        "observe_after_tags": Param(False, "observe after this step's tags (WarpDrive, the default: before them)"),
     }
 
     def _check_params(self, p):
@@ -201,9 +217,9 @@ class TagEnv(WarpEnv):
             outputs_from_state=True,
             max_registers=GRID_MAX_REGISTERS if grid else None,
             constants={
-                "acceleration_actions": action_table(p.max_acceleration, p.num_acceleration_levels),
-                "turn_actions": action_table(p.max_turn, p.num_turn_levels),
-                "tag_radius": p.tagging_distance * p.grid_length,
+                "acceleration_actions": action_table(p.max_acceleration, p.num_acceleration_levels,
+                                                     p.min_acceleration),
+                "turn_actions": action_table(p.max_turn, p.num_turn_levels, p.min_turn),
                 "cells_per_side": g,
                 # the grid's cell geometry, divided once here (the kernels multiply)
                 "cells_per_unit": g / p.grid_length,

@@ -9,73 +9,76 @@ import math
 import numpy as np
 
 TWO_PI = 2.0 * math.pi
+F32 = np.float32
 
 
-def action_table(max_value, levels):
-    return np.concatenate([[0.0], np.linspace(-max_value, max_value, levels)]).astype(np.float32)
+def action_table(low, high, levels):
+    return np.insert(np.linspace(F32(low), F32(high), levels), 0, 0).astype(np.float32)
 
 
 def reference_step(s, action, p):
     """One step. ``s``: dict of numpy arrays (``pos``, ``direction``, ``speed``,
     ``acceleration``, ``in_game``, ``step_count``); ``action``: ``[E, N, 2]``; ``p``:
-    the env's params namespace. Returns a dict with the new state and outputs."""
+    the env's params namespace. Returns a dict with the new state and outputs.
+
+    The rules of WarpDrive's CPU step, in float32 (every operation rounded to float32):
+    the observation sees the agents in the game before this step's tags unless
+    ``p.observe_after_tags``."""
     s = {k: v.copy() for k, v in s.items()}
     E, N = s["speed"].shape
     T = p.num_taggers
-    acc_t = action_table(p.max_acceleration, p.num_acceleration_levels)
-    turn_t = action_table(p.max_turn, p.num_turn_levels)
-    reward = np.zeros((E, N))
+    acc_t = action_table(p.min_acceleration, p.max_acceleration, p.num_acceleration_levels)
+    turn_t = action_table(p.min_turn, p.max_turn, p.num_turn_levels)
+    two_pi, length = F32(TWO_PI), F32(p.grid_length)
+    reward = np.zeros((E, N), np.float32)
     s["step_count"] = s["step_count"] + 1
+    seen = s["in_game"].copy()  # in the game when the observation is taken (before the tags)
     for e in range(E):
         t_now = s["step_count"][e]
         for a in range(N):
-            if not s["in_game"][e, a]:
-                s["speed"][e, a] = 0.0
-                s["acceleration"][e, a] = 0.0
+            if not s["in_game"][e, a]:  # out of the game: stays, at rest, heading 0
+                s["direction"][e, a] = s["speed"][e, a] = s["acceleration"][e, a] = 0.0
                 continue
             tagger = a < T
             acc = s["acceleration"][e, a] + acc_t[np.clip(action[e, a, 0], 0, len(acc_t) - 1)]
-            d = s["direction"][e, a] + turn_t[np.clip(action[e, a, 1], 0, len(turn_t) - 1)]
-            d = d + TWO_PI if d < 0 else (d - TWO_PI if d >= TWO_PI else d)
-            top = p.max_speed * (p.skill_level_tagger if tagger else p.skill_level_runner)
-            sp = s["speed"][e, a] + acc
-            if sp > top:
-                sp, acc = top, 0.0
-            elif sp < 0:
-                sp, acc = 0.0, 0.0
-            x = s["pos"][e, a, 0] + sp * math.cos(d)
-            y = s["pos"][e, a, 1] + sp * math.sin(d)
-            hit = x < 0 or x > p.grid_length or y < 0 or y > p.grid_length
-            s["pos"][e, a] = np.clip([x, y], 0.0, p.grid_length)
+            d = (s["direction"][e, a] + turn_t[np.clip(action[e, a, 1], 0, len(turn_t) - 1)]) % two_pi
+            top = F32(p.max_speed) * F32(p.skill_level_tagger if tagger else p.skill_level_runner)
+            sp = np.clip(s["speed"][e, a] + acc, F32(0), top)
+            if sp <= 0 or sp >= top:
+                acc = F32(0)
+            x = s["pos"][e, a, 0] + sp * F32(math.cos(d))
+            y = s["pos"][e, a, 1] + sp * F32(math.sin(d))
+            hit = not (0 <= x <= length and 0 <= y <= length)
+            s["pos"][e, a] = np.clip(np.array([x, y], np.float32), F32(0), length)
             s["direction"][e, a], s["speed"][e, a], s["acceleration"][e, a] = d, sp, acc
-            r = p.step_penalty_for_tagger if tagger else p.step_reward_for_runner
-            r += p.edge_hit_penalty if hit else 0.0
-            if not tagger and t_now >= p.episode_length:
-                r += p.end_of_game_reward_for_runner
-            reward[e, a] = r
-        # tags: each runner in the game against its nearest tagger
-        radius = p.tagging_distance * p.grid_length
-        tagged = []
+            r = F32(p.edge_hit_penalty) if hit else F32(0)
+            reward[e, a] = r + F32(p.step_penalty_for_tagger if tagger else p.step_reward_for_runner)
+        # tags: each runner in the game against its nearest tagger (float32 distances)
+        radius = F32(p.tagging_distance) * length
         for r_ in range(T, N):
             if not s["in_game"][e, r_]:
                 continue
-            d2 = ((s["pos"][e, :T] - s["pos"][e, r_]) ** 2).sum(-1)
-            nearest = int(np.argmin(d2))
-            if d2[nearest] < radius * radius:
-                reward[e, r_] += p.tag_penalty_for_runner
-                reward[e, nearest] += p.tag_reward_for_tagger
-                tagged.append(r_)
-        if p.runner_exits_game_after_tagged:
-            for r_ in tagged:
-                s["in_game"][e, r_] = False
+            delta = s["pos"][e, :T] - s["pos"][e, r_]
+            dist = np.sqrt(delta[:, 0] * delta[:, 0] + delta[:, 1] * delta[:, 1])
+            nearest = int(np.argmin(dist))
+            if dist[nearest] < radius:
+                reward[e, r_] += F32(p.tag_penalty_for_runner)
+                reward[e, nearest] += F32(p.tag_reward_for_tagger)
+                if p.runner_exits_game_after_tagged:
+                    s["in_game"][e, r_] = False
+        if t_now >= p.episode_length:  # runners still in the game after the tags
+            reward[e, T:] += np.where(s["in_game"][e, T:], F32(p.end_of_game_reward_for_runner), F32(0))
     terminated = ~s["in_game"][:, T:].any(-1)
     truncated = s["step_count"] >= p.episode_length
     s.update(reward=reward, terminated=terminated, truncated=truncated)
-    s["observation"] = reference_observation(s, p)
+    s["observation"] = reference_observation(s, p, s["in_game"] if p.observe_after_tags else seen)
     return s
 
 
-def reference_observation(s, p):
+def reference_observation(s, p, seen=None):
+    """Observations of the state ``s``; ``seen``: ``[E, N]`` agents in the game for the
+    observation (default ``s["in_game"]``)."""
+    seen = s["in_game"] if seen is None else seen
     E, N = s["speed"].shape
     T = p.num_taggers
     k = N - 1 if p.use_full_observation else p.num_other_agents_observed
@@ -86,9 +89,12 @@ def reference_observation(s, p):
     scale = 1.0 / (math.sqrt(2.0) * L)
     for e in range(E):
         for a in range(N):
-            if not s["in_game"][e, a]:
-                continue
             o = obs[e, a]
+            if not seen[e, a]:  # zeros; the full observation shows the others' types and flags
+                if p.use_full_observation and not ego:
+                    for slot, b in enumerate(b for b in range(N) if b != a):
+                        o[own + per * slot + 5], o[own + per * slot + 6] = float(b < T), float(seen[e, b])
+                continue
             o[0:2] = s["pos"][e, a] / L
             o[2], o[3] = s["speed"][e, a] / vmax, s["acceleration"][e, a] / vmax
             heading = float(s["direction"][e, a])
@@ -105,14 +111,14 @@ def reference_observation(s, p):
             o[-1] = s["step_count"][e] / p.episode_length
             others = [b for b in range(N) if b != a]
             if not p.use_full_observation:
-                others = [b for b in others if s["in_game"][e, b]]
+                others = [b for b in others if seen[e, b]]
                 # float32, each operation rounded on its own, as the kernels; ties: lower index first
                 pos32 = s["pos"][e].astype(np.float32)
                 d2 = [(pos32[b, 0] - pos32[a, 0]) ** 2 + (pos32[b, 1] - pos32[a, 1]) ** 2 for b in others]
                 order = np.argsort(np.asarray(d2), kind="stable")[:k]
                 others = [others[i] for i in order]
             for slot, b in enumerate(others):
-                if not s["in_game"][e, b]:
+                if ego and not seen[e, b]:  # the full observation: out of the game
                     continue
                 base = own + per * slot
                 if ego:
@@ -127,5 +133,5 @@ def reference_observation(s, p):
                 o[base + 2] = (s["speed"][e, b] - s["speed"][e, a]) / vmax
                 o[base + 3] = (s["acceleration"][e, b] - s["acceleration"][e, a]) / vmax
                 o[base + 4] = (s["direction"][e, b] - s["direction"][e, a]) / TWO_PI
-                o[base + 5], o[base + 6] = float(b < T), 1.0
+                o[base + 5], o[base + 6] = float(b < T), float(seen[e, b])
     return obs

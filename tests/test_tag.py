@@ -178,11 +178,65 @@ def test_one_tagger_tags_three_runners_at_once():
     assert out["runners", "terminated"].flatten().tolist() == [True, True, True, False]
     assert out["runners", "done"].flatten().tolist() == [True, True, True, False]
     assert not out["done"].item()
-    assert out["runners", "observation"][0, :3].abs().sum() == 0  # out of the game: zeros
+    # observed before the tags (WarpDrive's rule): the tagged runners still observe and are seen
+    obs = out["runners", "observation"][0]
+    assert (obs[:3].abs().sum(-1) > 0).all() and (obs[:3, 5] == 0).all()  # own type: runner
+    assert out["taggers", "observation"][0, 0, 6 + 6] == 1  # tagger 0's nearest, in the game
     assert env.runners_in_game.tolist() == [1]
-    # a runner out of the game no longer moves and can't be tagged again
+    # a runner out of the game no longer moves, observes zeros and can't be tagged again
     out = env.step(_noop(env))["next"]
     assert out["taggers", "reward"].flatten().tolist() == [0.0, 0.0]
+    assert out["runners", "observation"][0, :3].abs().sum() == 0
+
+
+@pytest.mark.sim
+def test_observe_after_tags_shows_the_tagged_runners_out_of_the_game():
+    """``observe_after_tags=True``: this step's tags are in this step's observation."""
+    env = TagEnv(num_envs=1, num_taggers=2, num_runners=4, num_other_agents_observed=2, seed=0,
+                 observe_after_tags=True)
+    env.reset()
+    _place(env, [[5, 5], [15, 15], [5.1, 5], [5, 5.2], [4.9, 4.9], [10, 10]])
+    out = env.step(_noop(env))["next"]
+    assert out["runners", "terminated"].flatten().tolist() == [True, True, True, False]
+    assert out["runners", "observation"][0, :3].abs().sum() == 0  # out of the game: zeros
+    # tagger 0's nearest is now tagger 1 or runner 3 (the tagged are gone)
+    assert out["taggers", "observation"][0, 0, 6 + 5:6 + 7].tolist() in ([1.0, 1.0], [0.0, 1.0])
+    np.testing.assert_allclose(out["taggers", "observation"][0, 0, 6:8].numpy(), [5 / (20 * math.sqrt(2))] * 2,
+                               rtol=1e-6)
+
+
+@pytest.mark.sim
+def test_warpdrive_rules_at_the_speed_bounds_and_out_of_the_game():
+    """The acceleration resets when the speed reaches 0 or the top speed (inclusive); an
+    agent out of the game gets heading 0 and keeps its place; a runner tagged at the last
+    step gets no end-of-game reward; the full observation shows an agent out of the game."""
+    env = TagEnv(num_envs=1, num_taggers=1, num_runners=3, use_full_observation=True, episode_length=5,
+                 max_acceleration=0.5, min_acceleration=-0.5, num_acceleration_levels=3, seed=0)  # -0.5, 0, 0.5
+    env.reset()
+    _place(env, [[5, 5], [6.1, 5], [15, 15], [12, 3]], in_game=[True, True, True, False])
+    s = env.state
+    s["speed"][0, :3] = torch.tensor([0.5, 0.5, 0.25])
+    s["direction"][0] = torch.tensor([0.0, 0.0, 0.0, 1.0])  # all along +x
+    s["step_count"][0] = 4
+    action = _noop(env)
+    action["taggers", "action"][0, 0, 0] = 3   # +0.5: speed 1.0 = the top speed exactly
+    action["runners", "action"][0, 0, 0] = 1   # -0.5: speed 0 exactly
+    action["runners", "action"][0, 1, 0] = 3   # +0.5: speed 0.75
+    out = env.step(action)["next"]
+    assert s["speed"][0].tolist() == [1.0, 0.0, 0.75, 0.0]
+    assert s["acceleration"][0].tolist() == [0.0, 0.0, 0.5, 0.0]  # reset at both bounds, kept between
+    assert s["direction"][0, 3] == 0 and s["pos"][0, 3].tolist() == [12.0, 3.0]
+    # the tagger moves to (6, 5) and tags runner 1 at the last step: no end-of-game reward for it
+    assert out["runners", "reward"][0, :, 0].tolist() == [-10.0, 1.0, 0.0]
+    # agent 3 (out of the game) in runner 2's full observation: its relative position, flag 0
+    seen = out["runners", "observation"][0, 1]
+    slot = 6 + 7 * 2  # runner 2's others: agents 0, 1, 3
+    np.testing.assert_allclose(seen[slot:slot + 2].numpy(), np.array([-3.75, -12.0]) / (20 * math.sqrt(2)), rtol=1e-6)
+    assert seen[slot + 5:slot + 7].tolist() == [0.0, 0.0]
+    # agent 3's own full observation: zeros but the others' types and flags (all in the game before the tags)
+    blind = out["runners", "observation"][0, 2]
+    assert blind[[6 + 5, 6 + 6, 13 + 5, 13 + 6, 20 + 5, 20 + 6]].tolist() == [1.0, 1.0, 0.0, 1.0, 0.0, 1.0]
+    assert blind.abs().sum() == 4.0
 
 
 @pytest.mark.sim

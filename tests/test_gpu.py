@@ -204,7 +204,8 @@ def test_reset_pool_set_after_graph_capture_agrees_with_the_cpu(name):
     runs = []
     for device in ("cuda", "cpu"):
         env = ENVS[name](device=device, seed=13)
-        env.rollout(10, break_when_any_done=False)  # launches captured without a pool
+        # launches captured without a pool (the same actions on both: episodes end alike)
+        env.rollout(10, policy=pre_drawn_policy(env, 10, device=device), break_when_any_done=False)
         env.set_reset_pool(pool)
         policy = pre_drawn_policy(env, STEPS, device=device)
         runs.append(env.rollout(STEPS, policy=policy, break_when_any_done=False))

@@ -104,13 +104,10 @@ class WarpEnv(EnvBase):
 
         fields = self.layout.all_fields()
         outputs = tuple(f.name for f in fields if f.name in OUTPUT_FIELDS)
-        self._kernels = {"reset": self._reset_spec(None),
-                          "step": KernelSpec("step", tuple(self.layout.step), outputs, self.layout.max_registers)}
+        self._reset_pool = None if reset_pool is None else self._checked_pool(reset_pool)
+        self._kernels = {"reset": self._reset_spec(self._reset_pool, outputs),
+                         "step": KernelSpec("step", tuple(self.layout.step), outputs, self.layout.max_registers)}
         self._check_kernel_names([f.name for f in fields])
-        self._reset_pool = None
-        if reset_pool is not None:
-            self._reset_pool = self._checked_pool(reset_pool)
-            self._kernels["reset"] = self._reset_spec(self._reset_pool)
         needed = sum(f.nbytes(num_envs, self.num_agents) for f in fields) + sum(
             v.numel() * v.element_size() for v in self.layout.constants.values() if isinstance(v, torch.Tensor))
         check_memory(name, 2 * needed, device, f"num_envs={num_envs}, {self.num_agents} agents per env")
@@ -189,15 +186,14 @@ class WarpEnv(EnvBase):
                         f"parameter, constant or builtin ({', '.join(BUILTIN_ARGUMENTS)})"
                     )
 
-    def _reset_spec(self, pool: TensorDict | None) -> KernelSpec:
+    def _reset_spec(self, pool: TensorDict | None, outputs: tuple) -> KernelSpec:
         """The reset kernel: the layout's ``reset`` phases, the copy from ``pool`` (if any),
-        then its ``observe`` phases."""
+        then its ``observe`` phases; ``outputs``: its output buffers (the step kernel's)."""
         layout = self.layout
         copy = ()
         if pool is not None:
             fields = {f.name: f for f in layout.fields}
             copy = (pool_phase(tuple((name, fields[name].shape, fields[name].per_agent) for name in pool.keys())),)
-        outputs = tuple(f.name for f in layout.all_fields() if f.name in OUTPUT_FIELDS)
         return KernelSpec("reset", tuple(layout.reset) + copy + tuple(layout.observe), outputs, layout.max_registers)
 
     def _checked_pool(self, pool) -> TensorDict:
@@ -245,7 +241,7 @@ class WarpEnv(EnvBase):
         """
         checked = None if pool is None else self._checked_pool(pool)
         self._reset_pool = checked
-        self._kernels["reset"] = self._reset_spec(checked)
+        self._kernels["reset"] = self._reset_spec(checked, self._kernels["reset"].outputs)
         self._view_pool()
         self._compiled["reset"] = self._backend.compile(self._kernels["reset"])
         self._backend.forget_graphs(("reset", "reset_where_done"))  # a new kernel: launched anew

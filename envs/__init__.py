@@ -15,7 +15,8 @@ from torchrl_warp.envs.simple_spread import SimpleSpreadEnv
 from torchrl_warp.envs.simple_tag import SimpleTagEnv
 from torchrl_warp.envs.simple_world_comm import SimpleWorldCommEnv
 from torchrl_warp.envs.tag import TagEnv
+from torchrl_warp.envs.tag_gridworld import TagGridWorldEnv
 
-__all__ = ["TagEnv", "CartPoleEnv", "AcrobotEnv", "MountainCarEnv", "MountainCarContinuousEnv", "PendulumEnv",
-           "MPEEnv", "SimpleEnv", "SimpleAdversaryEnv", "SimpleCryptoEnv", "SimplePushEnv",
+__all__ = ["TagEnv", "TagGridWorldEnv", "CartPoleEnv", "AcrobotEnv", "MountainCarEnv", "MountainCarContinuousEnv",
+           "PendulumEnv", "MPEEnv", "SimpleEnv", "SimpleAdversaryEnv", "SimpleCryptoEnv", "SimplePushEnv",
            "SimpleReferenceEnv", "SimpleSpeakerListenerEnv", "SimpleSpreadEnv", "SimpleTagEnv", "SimpleWorldCommEnv"]

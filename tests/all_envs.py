@@ -5,7 +5,7 @@ A new environment adds its entries here.
 """
 from group_envs import MoversEnv, SpeakersEnv
 from torchrl_warp.envs import AcrobotEnv, CartPoleEnv, MountainCarContinuousEnv, MountainCarEnv, PendulumEnv, \
-    SimpleSpreadEnv, TagEnv
+    SimpleSpreadEnv, TagEnv, TagGridWorldEnv
 from torchrl_warp.envs.simple import SimpleEnv
 from torchrl_warp.envs.simple_adversary import SimpleAdversaryEnv
 from torchrl_warp.envs.simple_crypto import SimpleCryptoEnv
@@ -29,6 +29,10 @@ ENVS = {
                               neighbor_search="grid", episode_length=8)),
     "tag_full": (TagEnv, dict(num_envs=2, num_taggers=1, num_runners=3, use_full_observation=True,
                               egocentric_observation=True, episode_length=8)),
+    "tag_gridworld": (TagGridWorldEnv, dict(num_envs=3, num_taggers=3, grid_length=5, episode_length=8,
+                                            starting_locations="random")),
+    "tag_gridworld_partial": (TagGridWorldEnv, dict(num_envs=2, num_taggers=2, grid_length=3, episode_length=8,
+                                                    use_full_observation=False)),
     "simple_spread": (SimpleSpreadEnv, dict(num_envs=3, max_steps=6)),
     "simple_spread_discrete": (SimpleSpreadEnv, dict(num_envs=2, n_agents=4, continuous_actions=False,
                                                      substeps=2, max_steps=6)),
@@ -59,7 +63,7 @@ ENVS = {
 
 #: the package's env classes (for checks on their declarations and docs)
 ENV_CLASSES = [CartPoleEnv, AcrobotEnv, MountainCarEnv, MountainCarContinuousEnv, PendulumEnv, TagEnv, SimpleEnv,
-               SimpleAdversaryEnv, SimpleCryptoEnv, SimplePushEnv,
+               TagGridWorldEnv, SimpleAdversaryEnv, SimpleCryptoEnv, SimplePushEnv,
                SimpleReferenceEnv, SimpleSpeakerListenerEnv, SimpleSpreadEnv, SimpleTagEnv, SimpleWorldCommEnv]
 
 

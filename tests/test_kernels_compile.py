@@ -11,7 +11,7 @@ import pytest
 
 from test_atomics import compile_ptx, needs_nvvm
 from torchrl_warp.envs import AcrobotEnv, CartPoleEnv, MountainCarContinuousEnv, MountainCarEnv, MPEEnv, \
-    PendulumEnv, SimpleSpreadEnv, TagEnv
+    PendulumEnv, SimpleSpreadEnv, TagEnv, TagGridWorldEnv
 
 TAG = dict(num_taggers=2, num_runners=6)
 
@@ -35,9 +35,12 @@ TAG = dict(num_taggers=2, num_runners=6)
     lambda: MountainCarEnv(num_envs=2),
     lambda: MountainCarContinuousEnv(num_envs=2),
     lambda: PendulumEnv(num_envs=2),
+    lambda: TagGridWorldEnv(num_envs=2, num_taggers=3),
+    lambda: TagGridWorldEnv(num_envs=2, num_taggers=3, use_full_observation=False, starting_locations="random"),
 ], ids=["cartpole", "tag-scan", "tag-grid-egocentric", "tag-full", "simple-spread", "simple-spread-discrete",
         "simple-tag", "simple-world-comm-discrete", "speaker-listener-one-hot", "crypto-multidiscrete", "simple-push",
-        "acrobot-nips", "mountain-car", "mountain-car-continuous", "pendulum"])
+        "acrobot-nips", "mountain-car", "mountain-car-continuous", "pendulum", "tag-gridworld-full",
+        "tag-gridworld-partial"])
 def test_step_and_reset_kernels_compile_to_ptx(make, monkeypatch):
     env = make()
     for kind, spec in env._kernels.items():

@@ -14,6 +14,8 @@ Examples:
     $ python -m torchrl_warp.bench --device cuda --num-envs 2000 --agents 10+990 --k 2 --phases
     $ python -m torchrl_warp.bench --device cuda --num-envs 10000 --k 2 --search grid scan
     $ python -m torchrl_warp.bench --device cuda --env simple_tag --agents 3+1 10+100 --num-envs 1000 --vmas
+    $ python -m torchrl_warp.bench --device cuda --env tag_gridworld --agents 999+1 --partial-observation \\
+          --num-envs 2000 --phases
 
 MPE scenarios (``--env simple_spread``, ``simple_tag``, ...) run with continuous actions and
 ``max_steps=25``; ``--agents`` is ``n_agents`` for simple_spread and
@@ -33,7 +35,7 @@ import torch
 from tensordict import TensorDict
 
 from torchrl_warp.codegen import phase_functions
-from torchrl_warp.envs import CartPoleEnv, MPEEnv, TagEnv
+from torchrl_warp.envs import CartPoleEnv, MPEEnv, TagEnv, TagGridWorldEnv
 from torchrl_warp.envs.mpe import SCENARIO_NAMES
 from torchrl_warp.envs.tag import NEIGHBOR_SEARCHES
 
@@ -66,6 +68,11 @@ def make_env(name: str, num_envs: int, device: str, agents: str | None = None, k
     if name in SCENARIO_NAMES:
         return MPEEnv(name, num_envs=num_envs, device=device, max_steps=MPE_MAX_STEPS, check_actions=False,
                       **mpe_arguments(name, agents), **kw)
+    if name == "tag_gridworld":
+        taggers, runners = (int(x) for x in (agents or "10+1").split("+"))
+        if runners != 1:
+            raise ValueError(f"tag_gridworld has one runner: --agents {agents!r} asks for {runners}")
+        return TagGridWorldEnv(num_envs=num_envs, device=device, check_actions=False, num_taggers=taggers, **kw)
     taggers, runners = (int(x) for x in (agents or "10+100").split("+"))
     return TagEnv(num_envs=num_envs, device=device, check_actions=False, num_taggers=taggers,
                   num_runners=runners, num_other_agents_observed=k or 10, **kw)
@@ -185,7 +192,7 @@ def phase_name(phase) -> str:
 
 def main(argv=None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", choices=("tag", "cartpole") + SCENARIO_NAMES, default="tag")
+    parser.add_argument("--env", choices=("tag", "tag_gridworld", "cartpole") + SCENARIO_NAMES, default="tag")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--num-envs", type=int, nargs="+", default=[64])
     parser.add_argument("--agents", nargs="+", default=None,
@@ -204,16 +211,20 @@ def main(argv=None) -> list[dict]:
                         help="Tag: egocentric_observation=True (the training recipe's layout)")
     parser.add_argument("--search", choices=NEIGHBOR_SEARCHES, nargs="+", default=["auto"],
                         help="Tag: the k-nearest search(es) (neighbor_search)")
+    parser.add_argument("--partial-observation", action="store_true",
+                        help="tag_gridworld: use_full_observation=False (own cell and one other's)")
     parser.add_argument("--vmas", action="store_true", help="MPE: also step VMAS itself (TorchRL's VmasEnv)")
     parser.add_argument("--vmas-steps", type=int, default=10, help="steps per repeat for VMAS (it is slow)")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
     if args.agents is None:
-        args.agents = ["10+100"] if args.env == "tag" else ["default"]
+        args.agents = {"tag": ["10+100"], "tag_gridworld": ["10+1"]}.get(args.env, ["default"])
     if args.vmas and args.env not in SCENARIO_NAMES:
         parser.error("--vmas applies to the MPE scenarios")
     if args.env != "tag" and (args.egocentric or args.search != ["auto"]):
         parser.error("--egocentric and --search are Tag options")
+    if args.env != "tag_gridworld" and args.partial_observation:
+        parser.error("--partial-observation is a tag_gridworld option")
     if args.phases:
         return _print_phases(args)
 
@@ -265,7 +276,7 @@ def _configurations(args):
     """``(env, agents, k, search, num_envs)`` for each point of the grid the arguments ask
     for (``search``: the one the env runs, ``"-"`` for CartPole), one env alive at a time."""
     tag = args.env == "tag"
-    mpe = args.env in SCENARIO_NAMES
+    mpe = args.env in SCENARIO_NAMES or args.env == "tag_gridworld"  # agent counts, no k
     for agents, k, search, n in itertools.product(args.agents if tag or mpe else ["1"], args.k if tag else [None],
                                                   args.search if tag else [None], args.num_envs):
         options = dict(cuda_graphs=not args.no_cuda_graphs)
@@ -273,6 +284,8 @@ def _configurations(args):
             options["egocentric_observation"] = True
         if search:
             options["neighbor_search"] = search
+        if args.partial_observation:
+            options["use_full_observation"] = False
         env = make_env(args.env, n, args.device, agents, k, **options)
         yield env, agents, k, (env.search if tag else "-"), n
         del env

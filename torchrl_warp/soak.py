@@ -144,7 +144,7 @@ def main(argv=None) -> None:
     from torchrl_warp.envs.mpe import SCENARIO_NAMES
 
     single = ("cartpole", "acrobot", "mountain_car", "mountain_car_continuous", "pendulum")
-    parser.add_argument("env", choices=("tag",) + single + SCENARIO_NAMES)
+    parser.add_argument("env", choices=("tag", "tag_gridworld") + single + SCENARIO_NAMES)
     parser.add_argument("--num-envs", type=int, default=1000)
     parser.add_argument("--agent-steps", type=float, default=1e7, help="stop after this many agent-steps")
     parser.add_argument("--device", default="cpu")
@@ -159,7 +159,8 @@ def main(argv=None) -> None:
     from torchrl_warp import envs
     from torchrl_warp.envs.mpe import MPEEnv
 
-    classes = {"tag": envs.TagEnv, "cartpole": envs.CartPoleEnv, "acrobot": envs.AcrobotEnv,
+    classes = {"tag": envs.TagEnv, "tag_gridworld": envs.TagGridWorldEnv, "cartpole": envs.CartPoleEnv,
+               "acrobot": envs.AcrobotEnv,
                "mountain_car": envs.MountainCarEnv, "mountain_car_continuous": envs.MountainCarContinuousEnv,
                "pendulum": envs.PendulumEnv}
     cls = classes.get(args.env, functools.partial(MPEEnv, args.env, max_steps=25))

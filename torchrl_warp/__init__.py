@@ -10,10 +10,11 @@ Examples:
     >>> env.rollout(5)["next", "runners", "reward"].shape
     torch.Size([2, 5, 3, 1])
 """
+from torchrl_warp.check_env import check_env
 from torchrl_warp.codegen import KernelSpec
 from torchrl_warp.env import WarpEnv
 from torchrl_warp.layout import Field, GroupSpec, Layout
 from torchrl_warp.params import Param
 
-__all__ = ["WarpEnv", "Field", "GroupSpec", "Layout", "KernelSpec", "Param"]
+__all__ = ["WarpEnv", "Field", "GroupSpec", "Layout", "KernelSpec", "Param", "check_env"]
 __version__ = "0.1.0"

@@ -136,6 +136,42 @@ class TagEnv(WarpEnv):
         "observe_after_tags": Param(False, "observe after this step's tags (WarpDrive, the default: before them)"),
     }
 
+    def __init__(self, num_envs: int = 1, device="cpu", *, starting_location_x=None, starting_location_y=None,
+                 starting_directions=None, **kwargs):
+        """``starting_location_x``, ``starting_location_y`` (both or neither) and
+        ``starting_directions``: WarpDrive's fixed start, one value per agent (taggers
+        first), that every episode of every env starts from; by default each episode draws
+        its own (positions uniform on the square, headings in {0, pi/2, pi, 3 pi/2}).
+        The other arguments are :class:`~torchrl_warp.WarpEnv`'s and the parameters."""
+        if (starting_location_x is None) != (starting_location_y is None):
+            raise ValueError("TagEnv: give starting_location_x and starting_location_y together, or neither")
+        self._starting = {"x": starting_location_x, "y": starting_location_y, "direction": starting_directions}
+        super().__init__(num_envs, device, **kwargs)
+
+    def _fixed_starts(self) -> dict:
+        p, n = self.params, self.num_agents
+        given = {k: v for k, v in self._starting.items() if v is not None}
+        values = {}
+        for k, v in given.items():
+            name = "starting_directions" if k == "direction" else f"starting_location_{k}"
+            try:
+                values[k] = torch.as_tensor(np.asarray(v, dtype=np.float64), dtype=torch.float32).cpu()
+            except (TypeError, ValueError) as err:
+                raise TypeError(f"TagEnv: {name} must be a sequence of {n} numbers, got {v!r}") from err
+            if values[k].shape != (n,):
+                raise ValueError(f"TagEnv: {name} needs one value per agent ({n}: taggers first), "
+                                 f"got shape {list(values[k].shape)}")
+            if not bool(torch.isfinite(values[k]).all()):
+                raise ValueError(f"TagEnv: {name} holds NaN or infinite values")
+            if k != "direction" and not bool(((values[k] >= 0) & (values[k] <= p.grid_length)).all()):
+                raise ValueError(f"TagEnv: {name} must lie in [0, grid_length={p.grid_length}]")
+        fixed = {}
+        if "x" in values:
+            fixed["pos"] = torch.stack([values["x"], values["y"]], -1)
+        if "direction" in values:
+            fixed["direction"] = values["direction"]
+        return fixed
+
     def _check_params(self, p):
         n = p.num_taggers + p.num_runners
         if not p.use_full_observation and p.num_other_agents_observed >= n:

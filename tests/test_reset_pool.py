@@ -207,3 +207,36 @@ def test_tag_pool_of_hand_made_starts():
     env.set_reset_pool({"pos": pos})
     env.reset()
     drawn_entries(env, {"pos": pos})
+
+
+def test_a_fixed_tag_start_joins_every_pool():
+    """TagEnv's starting_* arguments: every reset starts from them, beside a pool's other
+    fields (also once the pool is replaced or removed); a pool that sets them too is refused."""
+    kw = dict(num_envs=4, num_taggers=1, num_runners=2, num_other_agents_observed=2, seed=0)
+    x, y = [1.0, 2.0, 3.0], [3.0, 2.0, 1.0]
+    speeds = torch.rand(5, 3)
+    env = TagEnv(starting_location_x=x, starting_location_y=y, reset_pool={"speed": speeds}, **kw)
+    fixed = torch.tensor([x, y]).T.expand(4, 3, 2)
+    for pool in ({"speed": speeds}, None):
+        env.reset()
+        assert torch.equal(env.state["pos"], fixed)
+        if pool is not None:
+            drawn_entries(env, {"speed": speeds})
+        env.set_reset_pool(None)
+    assert list(env.reset_pool.keys()) == ["pos"]
+    with pytest.raises(ValueError, match="reset pool holds 'pos', which the env's fixed start"):
+        env.set_reset_pool({"pos": torch.zeros(2, 3, 2)})
+    assert list(env.reset_pool.keys()) == ["pos"]  # unchanged
+
+
+@pytest.mark.parametrize("starts, error, message", [
+    (dict(starting_location_x=[1.0, 2.0, 3.0]), ValueError, "together, or neither"),
+    (dict(starting_location_x=[1.0, 2.0], starting_location_y=[1.0, 2.0]), ValueError, "one value per agent"),
+    (dict(starting_location_x=[1.0, 2.0, 30.0], starting_location_y=[1.0, 2.0, 3.0]), ValueError,
+     r"in \[0, grid_length=20.0\]"),
+    (dict(starting_directions=[0.0, float("nan"), 1.0]), ValueError, "NaN or infinite"),
+    (dict(starting_directions="north"), TypeError, "sequence of 3 numbers"),
+])
+def test_bad_fixed_tag_starts_are_refused(starts, error, message):
+    with pytest.raises(error, match=message):
+        TagEnv(num_envs=2, num_taggers=1, num_runners=2, num_other_agents_observed=2, **starts)

@@ -190,6 +190,31 @@ def test_small_nearest_neighbours():
         replay(dict(BUSY, num_other_agents_observed=2), seeds=[4, 5], steps=30, from_states=False)
 
 
+def test_a_fixed_start_is_warpdrives_in_every_episode():
+    """``starting_location_x/y`` and ``starting_directions`` given (WarpDrive's fixed start):
+    the first reset and the automatic reset after each episode start where WarpDrive's reset
+    starts, and a whole episode from there follows WarpDrive's."""
+    cfg = dict(BUSY, use_full_observation=True, episode_length=5)
+    n = cfg["num_taggers"] + cfg["num_runners"]
+    rng = np.random.default_rng(7)
+    starts = dict(starting_location_x=rng.uniform(0, cfg["grid_length"], n),
+                  starting_location_y=rng.uniform(0, cfg["grid_length"], n),
+                  starting_directions=rng.uniform(0, 2 * np.pi, n))
+    wd = warpdrive_env({**cfg, **starts}, seed=5)
+    g = wd.global_state
+    expected = {"pos": np.stack([g["loc_x"][0], g["loc_y"][0]], -1).astype(np.float32),
+                "direction": g["direction"][0].astype(np.float32)}
+    env = TagEnv(num_envs=3, seed=0, **{**DEFAULTS, **cfg}, **starts)
+    td = env.reset()
+    for episode in range(3):
+        for key, value in expected.items():
+            np.testing.assert_array_equal(env.state[key].numpy(), np.broadcast_to(value, (3, *value.shape)),
+                                          err_msg=f"{key} at the start of episode {episode}")
+        for _ in range(cfg["episode_length"]):
+            _, td = env.step_and_maybe_reset(env.rand_action(td))
+    replay({**cfg, **starts}, seeds=[5, 6], steps=cfg["episode_length"], from_states=False)
+
+
 # ---- the full set -------------------------------------------------------------------------
 CONFIGS = {
     "defaults": {},

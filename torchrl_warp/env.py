@@ -27,7 +27,7 @@ from torchrl_warp.codegen import BUILTIN_ARGUMENTS, DRIVER_NAMES, KernelSpec
 from torchrl_warp.layout import DONE_KEYS, Layout
 from torchrl_warp.outputs import OUTPUT_FIELDS, Outputs
 from torchrl_warp.params import Param, check_params, table_bytes
-from torchrl_warp.reset_pool import POOL_PREFIX, check_reset_pool, pool_phase
+from torchrl_warp.reset_pool import POOL_PREFIX, check_reset_pool, pool_phase, with_fixed_starts
 from torchrl_warp.specs import action_views, build_specs
 
 __all__ = ["WarpEnv"]
@@ -104,7 +104,7 @@ class WarpEnv(EnvBase):
 
         fields = self.layout.all_fields()
         outputs = tuple(f.name for f in fields if f.name in OUTPUT_FIELDS)
-        self._reset_pool = None if reset_pool is None else self._checked_pool(reset_pool)
+        self._reset_pool = self._checked_pool(reset_pool)
         self._kernels = {"reset": self._reset_spec(self._reset_pool, outputs),
                          "step": KernelSpec("step", tuple(self.layout.step), outputs, self.layout.max_registers)}
         self._check_kernel_names([f.name for f in fields])
@@ -196,8 +196,21 @@ class WarpEnv(EnvBase):
             copy = (pool_phase(tuple((name, fields[name].shape, fields[name].per_agent) for name in pool.keys())),)
         return KernelSpec("reset", tuple(layout.reset) + copy + tuple(layout.observe), outputs, layout.max_registers)
 
-    def _checked_pool(self, pool) -> TensorDict:
+    def _fixed_starts(self) -> dict:
+        """Start-state fields that every episode starts from, whatever the pool: field name ->
+        one env's value. An env whose constructor takes fixed starts (TagEnv's
+        ``starting_location_x``) returns them; they join every reset pool (a pool of one
+        start state without one)."""
+        return {}
+
+    def _checked_pool(self, pool) -> TensorDict | None:
+        """The pool resetting envs draw from: ``pool`` (or none) with the fixed starts."""
         name = type(self).__name__
+        fixed = self._fixed_starts()
+        if fixed:
+            pool = with_fixed_starts(name, pool, fixed)
+        if pool is None:
+            return None
         if not self.layout.observe:
             raise ValueError(
                 f"{name} takes no reset pool: its Layout declares no observe phases, so its reset could "
@@ -239,7 +252,7 @@ class WarpEnv(EnvBase):
                     [-0.9991,  0.0416],
                     [-0.9991,  0.0416]])
         """
-        checked = None if pool is None else self._checked_pool(pool)
+        checked = self._checked_pool(pool)
         self._reset_pool = checked
         self._kernels["reset"] = self._reset_spec(checked, self._kernels["reset"].outputs)
         self._view_pool()

@@ -110,8 +110,9 @@ def check_device(name: str) -> Optional[str]:
     return None
 
 
-ENV_NAMES = ("cartpole", "acrobot", "mountain_car", "mountain_car_continuous", "pendulum", "tag", "mpe")
-MULTI_AGENT_ENVS = ("tag", "mpe")       # envs with agent groups: mappo or ippo; the others: ppo
+ENV_NAMES = ("cartpole", "acrobot", "mountain_car", "mountain_car_continuous", "pendulum", "tag", "tag_gridworld",
+             "mpe")
+MULTI_AGENT_ENVS = ("tag", "tag_gridworld", "mpe")       # envs with agent groups: mappo or ippo; the others: ppo
 ALGO_NAMES = ("ppo", "mappo", "ippo")
 
 
@@ -274,7 +275,7 @@ def settings_table() -> str:
     """Every config key with its default, its allowed values and its doc, as a Markdown table.
 
     >>> print(settings_table().splitlines()[2])
-    | env.name | cartpole | cartpole, acrobot, mountain_car, mountain_car_continuous, pendulum, tag, mpe | the environment |
+    | env.name | cartpole | cartpole, acrobot, mountain_car, mountain_car_continuous, pendulum, tag, tag_gridworld, mpe | the environment |
     """
     rows = ["| key | default | allowed | meaning |", "|---|---|---|---|"]
 

@@ -41,7 +41,7 @@ from tqdm import tqdm  # noqa: E402
 
 from torchrl_warp.distributions import MultiCategoricalLogits  # noqa: E402
 from torchrl_warp.envs import AcrobotEnv, CartPoleEnv, MountainCarContinuousEnv, MountainCarEnv, MPEEnv, PendulumEnv, \
-    TagEnv  # noqa: E402
+    TagEnv, TagGridWorldEnv  # noqa: E402
 from torchrl_warp.recipes.checkpoint import load_checkpoint, restore, save_checkpoint  # noqa: E402
 from torchrl_warp.recipes.config import check_config, register  # noqa: E402
 from torchrl_warp.recipes.losses import LOSSES  # noqa: E402
@@ -59,7 +59,7 @@ def mpe_env(num_envs: int = 1, device="cpu", *, scenario: str = "simple_spread",
     return MPEEnv(scenario, num_envs=num_envs, device=device, **kwargs)
 
 
-ENVS = {"tag": TagEnv, "cartpole": CartPoleEnv, "acrobot": AcrobotEnv, "mountain_car": MountainCarEnv,
+ENVS = {"tag": TagEnv, "tag_gridworld": TagGridWorldEnv, "cartpole": CartPoleEnv, "acrobot": AcrobotEnv, "mountain_car": MountainCarEnv,
         "mountain_car_continuous": MountainCarContinuousEnv, "pendulum": PendulumEnv, "mpe": mpe_env}
 
 
@@ -329,6 +329,32 @@ def without_next_observations(batch, groups):
     return batch.exclude(*keys)
 
 
+def first_episode(td) -> torch.Tensor:
+    """``[num_envs, T]``: True at the steps of each env's first episode in a rollout ``td``.
+
+    >>> done = torch.tensor([[False, True, False], [False, False, False]]).unsqueeze(-1)
+    >>> first_episode(TensorDict({"next": {"done": done}}, [2, 3]))
+    tensor([[ True,  True, False],
+            [ True,  True,  True]])
+    """
+    done = td["next", "done"].squeeze(-1)
+    return (done.cumsum(1) - done.long()) == 0
+
+
+def tag_rate_and_steps(td) -> tuple[float, float]:
+    """Of each env's first episode in a rollout ``td``: the fraction that ended in a tag
+    (``terminated``, not at the time limit), and the mean number of steps.
+
+    >>> done = torch.tensor([[False, True, True], [False, False, True]]).unsqueeze(-1)
+    >>> terminated = torch.tensor([[False, True, False], [False, False, False]]).unsqueeze(-1)
+    >>> tag_rate_and_steps(TensorDict({"next": {"done": done, "terminated": terminated}}, [2, 3]))
+    (0.5, 2.5)
+    """
+    first = first_episode(td)
+    tagged = (td["next", "terminated"].squeeze(-1) & first).any(1)
+    return tagged.float().mean().item(), first.sum(1).float().mean().item()
+
+
 @torch.no_grad()
 def evaluate(cfg, agents, device) -> dict:
     """Evaluation on fresh envs: mean return of one episode per env, and for Tag tags per episode.
@@ -340,18 +366,31 @@ def evaluate(cfg, agents, device) -> dict:
         return evaluate_mpe(cfg, agents, device)
     env = make_env(cfg, device, cfg.eval_envs, seed=cfg.seed + 10_000)
     groups = list(agents)
-    steps = env.params.episode_length if cfg.env.name == "tag" else env.params.max_steps
+    tag_like = cfg.env.name in ("tag", "tag_gridworld")
+    steps = env.params.episode_length if tag_like else env.params.max_steps
     trained = TensorDictSequential(*[agents[g].actor for g in groups])
-    mode = ExplorationType.RANDOM if cfg.env.name == "tag" else ExplorationType.DETERMINISTIC
+    mode = ExplorationType.RANDOM if tag_like else ExplorationType.DETERMINISTIC
     with set_exploration_type(mode):
         td = env.rollout(steps, trained, break_when_any_done=False)
     result = {}
-    done = td["next", "done"].squeeze(-1)  # one episode per env: count rewards up to the first done
-    first = (done.cumsum(1) - done.long()) == 0
+    first = first_episode(td)  # one episode per env: count rewards up to the first done
     for g in groups:
         reward = td["next", key(g, "reward")]
         mask = first.reshape(first.shape + (1,) * (reward.dim() - 2))
         result[f"eval_return/{g or 'agent'}"] = ((reward * mask).sum(1).mean()).item()
+    if cfg.env.name == "tag_gridworld":
+        # how often and how fast the taggers tag in each env's first episode: the trained
+        # taggers against the trained runner, and uniform-random taggers against it
+        result["eval_tag_rate"], result["eval_steps_to_tag"] = tag_rate_and_steps(td)
+        env.set_seed(cfg.seed + 10_000)
+
+        def random_grid_taggers(tensordict):
+            return tensordict.set(("taggers", "action"), env.full_action_spec["taggers", "action"].rand())
+
+        with set_exploration_type(mode):
+            td = env.rollout(steps, TensorDictSequential(agents["runners"].actor, random_grid_taggers),
+                             break_when_any_done=False)
+        result["eval_tag_rate_random_taggers"], result["eval_steps_to_tag_random_taggers"] = tag_rate_and_steps(td)
     if cfg.env.name == "tag":
         result["eval_tags_per_episode"] = tags_per_episode(env, td)
 

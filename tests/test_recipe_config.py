@@ -61,7 +61,7 @@ BAD = [
     ("seed=-1", "seed must be in [0, inf), got -1"),
     ("profile_iteration=-1", "profile_iteration must be in [0, inf), got -1"),
     ("env.name=pong", "env.name must be one of cartpole, acrobot, mountain_car, mountain_car_continuous, pendulum, "
-                      "tag, mpe, got 'pong'"),
+                      "tag, tag_gridworld, mpe, got 'pong'"),
     ("algo.name=sac", "algo.name must be one of ppo, mappo, ippo, got 'sac'"),
     ("logger=wandb", "logger must be one of csv, tensorboard, none, got 'wandb'"),
     ("device=gpu", "device must be one of auto, cpu, cuda, cuda:<index>, got 'gpu'"),
@@ -111,7 +111,7 @@ def test_a_cuda_index_the_machine_lacks_is_refused(monkeypatch):
         check_config(compose("device=cuda:2"))
 
 
-@pytest.mark.parametrize("overrides", [[], ["env=tag", "algo=mappo"], ["env=tag", "algo=ippo"],
+@pytest.mark.parametrize("overrides", [[], ["env=tag", "algo=mappo"], ["env=tag", "algo=ippo"], ["env=tag_gridworld", "algo=mappo"],
                                        ["env=mpe", "algo=mappo"], ["env=mpe", "algo=ippo"],
                                        ["time_limit_s=0", "profile_iteration=0", "algo.gamma=1", "algo.lmbda=0",
                                         "algo.entropy_coeff=0", "seed=0", "algo.hidden=[1]"]])

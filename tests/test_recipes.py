@@ -53,8 +53,12 @@ def read_csv_scalars(run_dir):
           "+env.params.num_other_agents_observed=2", "env.params.episode_length=10", "algo.hidden=[16,16]",
           "algo.minibatch_size=20", "eval_envs=4"],
          ["taggers", "runners"]),
+        (["env=tag_gridworld", "algo=mappo", "env.num_envs=4", "env.steps_per_batch=10", "env.total_frames=80",
+          "env.params.num_taggers=3", "env.params.grid_length=4", "env.params.episode_length=10",
+          "algo.hidden=[16,16]", "algo.minibatch_size=20", "eval_envs=4"],
+         ["taggers", "runners"]),
     ],
-    ids=["cartpole_ppo", "tag_mappo", "tag_ippo_warpdrive_observation"],
+    ids=["cartpole_ppo", "tag_mappo", "tag_ippo_warpdrive_observation", "tag_gridworld_mappo"],
 )
 def test_smoke_run_writes_checkpoint_csv_and_finite_losses(tmp_path, overrides, groups):
     proc = run_train(tmp_path, "checkpoint_every=1", "profile_iteration=2", *overrides)
@@ -76,7 +80,12 @@ def test_smoke_run_writes_checkpoint_csv_and_finite_losses(tmp_path, overrides, 
     assert all(math.isfinite(summary[f"eval_return/{g}"]) for g in groups)
     parts = [summary[k] for k in ("imports_seconds", "setup_seconds", "train_seconds", "eval_seconds")]
     assert min(parts) > 0 and sum(parts) <= summary["wall_seconds_since_launch"]  # where the time went
-    if "taggers" in groups:  # the scripted yardsticks were measured against the trained agents
+    if "env=tag_gridworld" in overrides:  # trained and random taggers were measured
+        for name in ("eval_tag_rate", "eval_tag_rate_random_taggers"):
+            assert 0 <= summary[name] <= 1
+        for name in ("eval_steps_to_tag", "eval_steps_to_tag_random_taggers"):
+            assert 1 <= summary[name] <= 10
+    elif "taggers" in groups:  # the scripted yardsticks were measured against the trained agents
         for name in ("random_taggers", "chasing_taggers", "vs_fleeing_runners"):
             assert summary[f"eval_tags_per_episode_{name}"] >= 0
 

@@ -605,8 +605,16 @@ def check_env(
 
 
 def _literal(text: str):
+    """A ``--param`` value: a Python literal, ``true``/``false`` as bools (the spelling of
+    YAML and Hydra), else the plain string.
+
+    >>> _literal("8"), _literal("false"), _literal("True"), _literal("grid")
+    (8, False, True, 'grid')
+    """
     import ast
 
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
@@ -624,7 +632,7 @@ def main(argv=None) -> None:
     parser.add_argument("--num-envs", type=int, default=2, help="envs stepped together")
     parser.add_argument("--seed", type=int, default=0, help="the env's seed and the actions'")
     parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                        help="an env parameter (a Python literal), e.g. max_steps=10; repeat for more")
+                        help="an env parameter (a Python literal; true/false are bools), e.g. max_steps=10; repeat for more")
     parser.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS,
                         help="backends to run (cuda is skipped without a GPU)")
     parser.add_argument("--reference", metavar="MODULE:FUNCTION",

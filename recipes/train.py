@@ -59,8 +59,9 @@ def mpe_env(num_envs: int = 1, device="cpu", *, scenario: str = "simple_spread",
     return MPEEnv(scenario, num_envs=num_envs, device=device, **kwargs)
 
 
-ENVS = {"tag": TagEnv, "tag_gridworld": TagGridWorldEnv, "cartpole": CartPoleEnv, "acrobot": AcrobotEnv, "mountain_car": MountainCarEnv,
-        "mountain_car_continuous": MountainCarContinuousEnv, "pendulum": PendulumEnv, "mpe": mpe_env}
+ENVS = {"tag": TagEnv, "tag_gridworld": TagGridWorldEnv, "cartpole": CartPoleEnv, "acrobot": AcrobotEnv,
+        "mountain_car": MountainCarEnv, "mountain_car_continuous": MountainCarContinuousEnv, "pendulum": PendulumEnv,
+        "mpe": mpe_env}
 
 
 def env_defaults(cfg) -> dict:
@@ -378,24 +379,21 @@ def evaluate(cfg, agents, device) -> dict:
         reward = td["next", key(g, "reward")]
         mask = first.reshape(first.shape + (1,) * (reward.dim() - 2))
         result[f"eval_return/{g or 'agent'}"] = ((reward * mask).sum(1).mean()).item()
+
+    def random_taggers(tensordict):  # the baseline of both Tags: uniform-random taggers
+        return tensordict.set(("taggers", "action"), env.full_action_spec["taggers", "action"].rand())
+
     if cfg.env.name == "tag_gridworld":
         # how often and how fast the taggers tag in each env's first episode: the trained
         # taggers against the trained runner, and uniform-random taggers against it
         result["eval_tag_rate"], result["eval_steps_to_tag"] = tag_rate_and_steps(td)
         env.set_seed(cfg.seed + 10_000)
-
-        def random_grid_taggers(tensordict):
-            return tensordict.set(("taggers", "action"), env.full_action_spec["taggers", "action"].rand())
-
         with set_exploration_type(mode):
-            td = env.rollout(steps, TensorDictSequential(agents["runners"].actor, random_grid_taggers),
+            td = env.rollout(steps, TensorDictSequential(agents["runners"].actor, random_taggers),
                              break_when_any_done=False)
         result["eval_tag_rate_random_taggers"], result["eval_steps_to_tag_random_taggers"] = tag_rate_and_steps(td)
     if cfg.env.name == "tag":
         result["eval_tags_per_episode"] = tags_per_episode(env, td)
-
-        def random_taggers(tensordict):
-            return tensordict.set(("taggers", "action"), env.full_action_spec["taggers", "action"].rand())
 
         # the baseline, uniform-random taggers against the trained runners, and yardsticks
         # (recipes/scripted.py): a scripted chaser against the trained runners, the trained

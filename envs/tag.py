@@ -155,7 +155,7 @@ class TagEnv(WarpEnv):
         for k, v in given.items():
             name = "starting_directions" if k == "direction" else f"starting_location_{k}"
             try:
-                values[k] = torch.as_tensor(np.asarray(v, dtype=np.float64), dtype=torch.float32).cpu()
+                values[k] = torch.as_tensor(np.asarray(v, dtype=np.float64), dtype=torch.float32)
             except (TypeError, ValueError) as err:
                 raise TypeError(f"TagEnv: {name} must be a sequence of {n} numbers, got {v!r}") from err
             if values[k].shape != (n,):

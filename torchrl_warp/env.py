@@ -204,18 +204,20 @@ class WarpEnv(EnvBase):
         return {}
 
     def _checked_pool(self, pool) -> TensorDict | None:
-        """The pool resetting envs draw from: ``pool`` (or none) with the fixed starts."""
+        """The pool resetting envs draw from: ``pool`` (or none), checked, with the fixed starts."""
         name = type(self).__name__
         fixed = self._fixed_starts()
-        if fixed:
-            pool = with_fixed_starts(name, pool, fixed)
-        if pool is None:
+        if pool is None and not fixed:
             return None
         if not self.layout.observe:
             raise ValueError(
                 f"{name} takes no reset pool: its Layout declares no observe phases, so its reset could "
                 f"not derive observations from a pooled start state. Split its reset into reset= (the "
                 f"phases that draw the start state) and observe= (those that derive the rest)")
+        if fixed:  # the caller's pool is checked first (its errors name its entries), then with the fixed starts
+            checked = None if pool is None else check_reset_pool(name, pool, self.layout.fields, self.num_agents,
+                                                                 self.device)
+            pool = with_fixed_starts(name, checked, fixed)
         return check_reset_pool(name, pool, self.layout.fields, self.num_agents, self.device)
 
     def _view_pool(self) -> None:

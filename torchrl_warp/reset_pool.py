@@ -48,32 +48,25 @@ def pool_index(seed, env, episode, size):
     return numba.int64((bits * numba.uint64(size)) >> _SHIFT32)
 
 
-def with_fixed_starts(env_name: str, pool, fixed: dict) -> TensorDict:
-    """``pool`` (or none) with the ``fixed`` start fields (name -> one env's value) added to
-    every entry: a pool of one entry when ``pool`` is None. A pool that holds a fixed field
-    too is refused (which would win is unclear).
+def with_fixed_starts(env_name: str, pool: TensorDict | None, fixed: dict) -> TensorDict:
+    """A checked ``pool`` (or none) with the ``fixed`` start fields (name -> one env's value)
+    added to every entry: a pool of one entry when ``pool`` is None. A pool that holds a
+    fixed field too is refused (which would win is unclear).
 
     Examples:
-        >>> pool = with_fixed_starts("Env", {"speed": torch.zeros(3, 2)}, {"pos": torch.ones(2, 2)})
+        >>> pool = with_fixed_starts("Env", TensorDict({"speed": torch.zeros(3, 2)}, [3]), {"pos": torch.ones(2, 2)})
         >>> pool["pos"].shape, pool["speed"].shape
         (torch.Size([3, 2, 2]), torch.Size([3, 2]))
     """
     if pool is None:
         return TensorDict({k: v.unsqueeze(0) for k, v in fixed.items()}, batch_size=[1])
-    if isinstance(pool, dict):
-        pool = TensorDict(pool, batch_size=[])
-    if not isinstance(pool, TensorDictBase):
-        raise TypeError(f"{env_name}: a reset pool is a TensorDict (or a dict) of start states, "
-                        f"got {type(pool).__name__}")
     both = sorted(set(fixed) & set(pool.keys()))
     if both:
         raise ValueError(f"{env_name}: the reset pool holds {', '.join(map(repr, both))}, which the env's "
                          f"fixed start (its constructor's starting_* arguments) sets too: give it in one place")
-    values = [v for v in pool.values(include_nested=True, leaves_only=True) if isinstance(v, torch.Tensor)]
-    size = values[0].shape[0] if values and values[0].dim() > 0 else 1
-    merged = TensorDict({k: pool.get(k) for k in pool.keys()}, batch_size=[])
+    merged = pool.clone(recurse=False)
     for k, v in fixed.items():
-        merged[k] = v.to(values[0].device if values else v.device).unsqueeze(0).expand(size, *v.shape).clone()
+        merged[k] = v.to(pool.device).expand(pool.batch_size[0], *v.shape).clone()
     return merged
 
 

@@ -19,10 +19,12 @@ The config (every value's range: recipes/config.py) and the checkpoint to resume
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 
 _IMPORTED = time.perf_counter()  # where /proc is missing, wall time is reported from here
+log = logging.getLogger("torchrl_warp.recipes.train")
 
 import hydra  # noqa: E402
 import torch  # noqa: E402
@@ -462,9 +464,19 @@ def evaluate_mpe(cfg, agents, device) -> dict:
 
 def train(cfg: DictConfig, out_dir: str) -> dict:
     imports_seconds = seconds_since_launch()  # Python, torch, TorchRL, Numba, Hydra's config
+    log.info("run directory: %s", out_dir)
     check_config(cfg)  # every value in its range, the algo fits the env
     # tensors and plain data, fitting cfg (env.params compared as the env resolves them)
     ckpt = load_checkpoint(cfg.resume, cfg, env_defaults(cfg)) if cfg.resume else None
+    frames_per_batch = cfg.env.num_envs * cfg.env.steps_per_batch
+    total_frames = whole_batches(cfg.env.total_frames, frames_per_batch)
+    if total_frames != cfg.env.total_frames:
+        log.info("env.total_frames=%d rounded up to %d: whole batches of %d frames (env.num_envs x "
+                 "env.steps_per_batch)", cfg.env.total_frames, total_frames, frames_per_batch)
+    if ckpt is not None and ckpt["frames"] >= total_frames:
+        log.info("nothing to do: %s has already trained %d of %d frames (raise env.total_frames to "
+                 "train on)", cfg.resume, ckpt["frames"], total_frames)
+        return {"frames": ckpt["frames"], "frames_this_run": 0, "finished_before": True}
     device = pick_device(cfg.device)
     torch.manual_seed(cfg.seed)
     torch.set_float32_matmul_precision(cfg.algo.matmul_precision.value)
@@ -488,11 +500,11 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     frames_done, iteration = 0, 0
     if ckpt is not None:  # Adam's moments from the checkpoint, its options this run's (device, graphs)
         frames_done, iteration = restore(ckpt, cfg.resume, agents, optimizer)
+    frames_at_start = frames_done  # the figures count this process's frames
 
-    frames_per_batch = cfg.env.num_envs * cfg.env.steps_per_batch
     policy = TensorDictSequential(*[agents_by_group[g].actor for g in groups])
     collector = Collector(env, policy, frames_per_batch=frames_per_batch,
-                          total_frames=max(cfg.env.total_frames - frames_done, frames_per_batch),
+                          total_frames=total_frames - frames_done,
                           device=device, storing_device=device, no_cuda_sync=True,
                           # GAE needs done flags only; trajectory ids cost a host sync per step
                           track_traj_ids=False,
@@ -514,7 +526,7 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     agent_steps_per_frame = env.num_agents
     train_start = time.perf_counter()
     setup_seconds = seconds_since_launch() - imports_seconds  # envs, kernels compiled, obs stats, networks
-    pbar = tqdm(total=cfg.env.total_frames, initial=frames_done, unit="frames")
+    pbar = tqdm(total=total_frames, initial=frames_done, unit="frames")
     # no cast cache under a captured step: a cached cast would be a tensor of the capture
     amp = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.algo.amp, cache_enabled=not graphed)
     clock = Stopwatch(device)
@@ -529,7 +541,7 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
         with torch.no_grad():
             for g in groups:
                 agents_by_group[g].advantage(batch)
-        left = annealed(frames_done - batch.numel(), cfg.env.total_frames) if cfg.algo.anneal_lr else 1.0
+        left = annealed(frames_done - batch.numel(), total_frames) if cfg.algo.anneal_lr else 1.0
         lr_now = cfg.algo.lr * left
         set_lr(optimizer, lr_now)
         buffer.empty()
@@ -544,7 +556,8 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
         row = {"frames": frames_done, "iteration": iteration, "time/collect_s": collect_s,
                "time/update_s": update_s, "lr": lr_now, **tracker.summary(),
                **{k: v.item() for k, v in losses.items()},
-               "agent_steps_per_s": (frames_done * agent_steps_per_frame) / (time.perf_counter() - train_start)}
+               "agent_steps_per_s": ((frames_done - frames_at_start) * agent_steps_per_frame
+                                 / (time.perf_counter() - train_start))}
         if cfg.env.name == "tag":
             row["tags_per_env_step"] = count_tags(env, batch) / batch.numel()
         history.append(row)
@@ -566,8 +579,9 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     summary = {
         "env": cfg.env.name, **({"scenario": cfg.env.scenario} if cfg.env.name == "mpe" else {}),
         "algo": cfg.algo.name, "device": str(device), "frames": frames_done,
-        "agent_steps": frames_done * agent_steps_per_frame, "train_seconds": train_seconds,
-        "agent_steps_per_s": frames_done * agent_steps_per_frame / train_seconds,
+        "frames_this_run": frames_done - frames_at_start,
+        "agent_steps": (frames_done - frames_at_start) * agent_steps_per_frame, "train_seconds": train_seconds,
+        "agent_steps_per_s": (frames_done - frames_at_start) * agent_steps_per_frame / train_seconds,
         "final": history[-1] if history else {}, **evaluation,
         # where the wall time went: launch -> imports -> setup -> training -> evaluation
         "imports_seconds": imports_seconds, "setup_seconds": setup_seconds,
@@ -578,7 +592,17 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     with open(os.path.join(out_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     print(json.dumps({k: v for k, v in summary.items() if k != "final"}, indent=1))
+    log.info("run directory: %s (checkpoint.pt, summary.json, learning_curve.png, %s logs)", out_dir, cfg.logger)
     return summary
+
+
+def whole_batches(frames: int, frames_per_batch: int) -> int:
+    """``frames`` rounded up to whole batches: what the collector gathers for it.
+
+    >>> whole_batches(3_000_000, 32_768), whole_batches(512, 256)
+    (3014656, 512)
+    """
+    return -(-frames // frames_per_batch) * frames_per_batch
 
 
 def _process_start() -> float:
@@ -719,6 +743,7 @@ class IterationProfiler:
 
 @hydra.main(config_path="conf", config_name="config", version_base=None)
 def main(cfg: DictConfig) -> None:
+    logging.getLogger("numba").setLevel(logging.WARNING)  # its CUDA driver's INFO lines are not ours
     train(cfg, HydraConfig.get().runtime.output_dir)
 
 

@@ -175,3 +175,15 @@ def test_a_bad_value_through_the_cli_leaves_no_checkpoint(tmp_path):
     assert proc.returncode != 0 and "algo.epochs must be in [1, inf), got 0" in proc.stderr
     assert "Traceback" not in proc.stderr.split("ConfigError")[-1]
     assert sorted(os.listdir(tmp_path)) == [".hydra", "train.log"]  # Hydra's own files only
+
+
+ENV_CONFIGS = sorted(f[:-5] for f in os.listdir(os.path.join(os.path.dirname(__file__), "..", "recipes", "conf", "env"))
+                     if f.endswith(".yaml"))
+
+
+@pytest.mark.parametrize("env", ENV_CONFIGS)
+def test_each_env_config_trains_whole_batches(env):
+    """Its total_frames is what the collector gathers: no rounding up, a progress bar that ends at 100%."""
+    cfg = compose(f"env={env}", *(["algo=mappo"] if env in ("tag", "tag_gridworld", "mpe") else []))
+    assert cfg.env.total_frames % (cfg.env.num_envs * cfg.env.steps_per_batch) == 0, (
+        cfg.env.total_frames, cfg.env.num_envs, cfg.env.steps_per_batch)

@@ -91,8 +91,14 @@ def test_smoke_run_writes_checkpoint_csv_and_finite_losses(tmp_path, overrides, 
 
 
 def test_resume_continues_from_the_checkpoint(tmp_path):
-    first = run_train(tmp_path / "a", "env.num_envs=32", "env.steps_per_batch=8", "env.total_frames=512", "eval_envs=4")
+    # 500 frames: rounded up to 2 whole batches of 32 x 8, and said so
+    first = run_train(tmp_path / "a", "env.num_envs=32", "env.steps_per_batch=8", "env.total_frames=500", "eval_envs=4")
     assert first.returncode == 0, first.stderr[-3000:]
+    assert "env.total_frames=500 rounded up to 512" in first.stdout + first.stderr
+    log = (tmp_path / "a" / "train.log").read_text()  # the run's own messages, not numba's driver lines
+    assert f"run directory: {tmp_path / 'a'}" in log and "add pending dealloc" not in log
+    bar = [line for line in first.stderr.replace("\r", "\n").splitlines() if "frames/s" in line]
+    assert bar and bar[-1].startswith("100%|") and " 512/512 " in bar[-1]  # the bar ends at its total
     ckpt = tmp_path / "a" / "checkpoint.pt"
     second = run_train(tmp_path / "b", "env.num_envs=32", "env.steps_per_batch=8", "env.total_frames=1024",
                        "eval_envs=4", f"resume={ckpt}")
@@ -105,6 +111,14 @@ def test_resume_continues_from_the_checkpoint(tmp_path):
     lr = 5e-4
     assert read_csv_scalars(tmp_path / "a")["lr"] == pytest.approx([lr, lr / 2])
     assert read_csv_scalars(tmp_path / "b")["lr"] == pytest.approx([lr / 2, lr / 4])
+    summary = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert summary["frames"] == 1024 and summary["frames_this_run"] == 512  # figures count this process's frames
+    # a finished run resumed with the same total collects nothing and says so
+    third = run_train(tmp_path / "c", "env.num_envs=32", "env.steps_per_batch=8", "env.total_frames=1024",
+                      "eval_envs=4", f"resume={tmp_path / 'b' / 'checkpoint.pt'}")
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert "nothing to do" in third.stdout + third.stderr and "trained 1024 of 1024 frames" in third.stdout + third.stderr
+    assert not (tmp_path / "c" / "checkpoint.pt").exists()
 
 
 @pytest.mark.parametrize(

@@ -39,6 +39,7 @@ from torchrl_warp.cuda.mpe import (CATEGORICAL, CONTINUOUS, MULTI_CATEGORICAL, M
 from torchrl_warp.env import WarpEnv
 from torchrl_warp.layout import Field, GroupSpec, Layout
 from torchrl_warp.params import Param
+from torchrl_warp.names import SCENARIO_NAMES
 
 #: VMAS's entity colours (RGB in [0, 1])
 COLORS = {"red": (0.75, 0.25, 0.25), "green": (0.25, 0.75, 0.25), "blue": (0.25, 0.25, 0.75),
@@ -349,9 +350,6 @@ class MPEScenario(WarpEnv):
         return draw_discs(pos[order], radii[order], [entities[i].color for i in order], extent, resolution)
 
 
-#: VMAS's MPE scenarios; each is ``torchrl_warp.envs.<name>``
-SCENARIO_NAMES = ("simple", "simple_adversary", "simple_crypto", "simple_push", "simple_reference",
-                  "simple_speaker_listener", "simple_spread", "simple_tag", "simple_world_comm")
 #: VMAS scenario name -> its class (each scenario module adds itself when imported)
 SCENARIOS: dict[str, type] = {}
 

@@ -17,6 +17,7 @@ from torchrl.data import MultiCategorical
 from torchrl_warp.cuda import tag as kernels
 from torchrl_warp.env import WarpEnv
 from torchrl_warp.layout import Field, Layout
+from torchrl_warp.names import NEIGHBOR_SEARCHES
 from torchrl_warp.params import Param
 
 __all__ = ["TagEnv", "action_table", "neighbor_search", "NEIGHBOR_SEARCHES", "SCAN_MAX_AGENTS", "SCAN_MAX_K",
@@ -24,8 +25,6 @@ __all__ = ["TagEnv", "action_table", "neighbor_search", "NEIGHBOR_SEARCHES", "SC
 
 #: the most acceleration or turn levels (each is an entry of a lookup table)
 LEVELS_MAX = 1 << 16
-#: values of ``TagEnv(neighbor_search=...)``
-NEIGHBOR_SEARCHES = ("auto", "grid", "scan")
 #: ``"auto"`` scans every agent when an env has at most this many agents and each observes
 #: at most ``SCAN_MAX_K`` others (on an H200, 10k envs: 110 agents 0.848 -> 0.657 ms per step,
 #: 140 agents 1.091 -> 0.903, 190 agents 0.950 -> 0.899; 250 agents and k = 10 slower,

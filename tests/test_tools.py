@@ -26,6 +26,19 @@ def test_bench_cli_measures_every_mode(tmp_path):
     assert not any(r["egocentric"] for r in rows)
 
 
+def test_bench_help_shows_defaults_before_importing_torch():
+    """``--help`` answers from the standard library: no torch, TorchRL or Numba import (seconds)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom torchrl_warp import bench\ntry:\n    bench.main(['--help'])\nexcept SystemExit:\n"
+            "    pass\nprint(sorted({'torch', 'torchrl', 'numba', 'tensordict'} & set(sys.modules)))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().endswith("[]"), proc.stdout[-300:]
+    assert "--num-envs" in proc.stdout and "(default: [64])" in proc.stdout and "simple_spread" in proc.stdout
+
+
 def test_bench_cli_egocentric_and_search_are_tag_options(capsys):
     from torchrl_warp.bench import main
 

@@ -10,11 +10,26 @@ Examples:
     >>> env.rollout(5)["next", "runners", "reward"].shape
     torch.Size([2, 5, 3, 1])
 """
-from torchrl_warp.check_env import check_env
-from torchrl_warp.codegen import KernelSpec
-from torchrl_warp.env import WarpEnv
-from torchrl_warp.layout import Field, GroupSpec, Layout
-from torchrl_warp.params import Param
+import importlib
 
-__all__ = ["WarpEnv", "Field", "GroupSpec", "Layout", "KernelSpec", "Param", "check_env"]
+from torchrl_warp.check_env import check_env  # standard library only; binds the name over its module
+
+#: the package's names -> their modules, imported on first use: ``python -m
+#: torchrl_warp.<tool> --help`` then answers before torch, TorchRL and Numba load (seconds)
+_EXPORTS = {"WarpEnv": "env", "Field": "layout", "GroupSpec": "layout", "Layout": "layout",
+            "KernelSpec": "codegen", "Param": "params"}
+
+__all__ = [*_EXPORTS, "check_env"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'torchrl_warp' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"torchrl_warp.{_EXPORTS[name]}"), name)
+    globals()[name] = value  # once
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

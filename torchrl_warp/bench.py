@@ -31,13 +31,13 @@ import json
 import statistics
 import time
 
-import torch
-from tensordict import TensorDict
+from typing import TYPE_CHECKING
 
-from torchrl_warp.codegen import phase_functions
-from torchrl_warp.envs import CartPoleEnv, MPEEnv, TagEnv, TagGridWorldEnv
-from torchrl_warp.envs.mpe import SCENARIO_NAMES
-from torchrl_warp.envs.tag import NEIGHBOR_SEARCHES
+from torchrl_warp.names import NEIGHBOR_SEARCHES, SCENARIO_NAMES
+
+if TYPE_CHECKING:
+    from tensordict import TensorDict
+# torch, TorchRL and the envs are imported where they are used: --help answers without them
 
 __all__ = ["make_env", "measure", "main"]
 
@@ -63,6 +63,8 @@ def mpe_arguments(name: str, agents: str | None) -> dict:
 
 def make_env(name: str, num_envs: int, device: str, agents: str | None = None, k: int | None = None, **kw):
     """A benchmark env: ``agents`` is ``"taggers+runners"`` for Tag, see :func:`mpe_arguments` for MPE."""
+    from torchrl_warp.envs import CartPoleEnv, MPEEnv, TagEnv, TagGridWorldEnv
+
     if name == "cartpole":
         return CartPoleEnv(num_envs=num_envs, device=device, check_actions=False, **kw)
     if name in SCENARIO_NAMES:
@@ -91,6 +93,8 @@ def _action_pool(env, size: int = 8) -> list[TensorDict]:
 
 
 def _sync(device) -> None:
+    import torch
+
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -187,21 +191,26 @@ def phase_seconds(env, steps: int = 20, repeats: int = 3) -> list[tuple[str, flo
 
 def phase_name(phase) -> str:
     """A phase's function name; ``a+b`` for a fused tuple of phases."""
+    from torchrl_warp.codegen import phase_functions
+
     return "+".join(f.__name__ for f in phase_functions((phase,)))
 
 
 def main(argv=None) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", choices=("tag", "tag_gridworld", "cartpole") + SCENARIO_NAMES, default="tag")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--num-envs", type=int, nargs="+", default=[64])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--env", choices=("tag", "tag_gridworld", "cartpole") + SCENARIO_NAMES, default="tag",
+                        help="the env to step")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    parser.add_argument("--num-envs", type=int, nargs="+", default=[64], help="batch sizes to measure")
     parser.add_argument("--agents", nargs="+", default=None,
                         help="Tag: taggers+runners (default 10+100); simple_spread: n_agents; "
                              "simple_tag: adversaries+good (default: the scenario's)")
     parser.add_argument("--k", type=int, nargs="+", default=[10], help="Tag: agents observed")
-    parser.add_argument("--mode", choices=MODES, nargs="+", default=["step", "step_and_maybe_reset"])
-    parser.add_argument("--steps", type=int, default=50)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--mode", choices=MODES, nargs="+", default=["step", "step_and_maybe_reset"],
+                        help="the APIs to step through")
+    parser.add_argument("--steps", type=int, default=50, help="timed steps per repeat")
+    parser.add_argument("--repeats", type=int, default=3, help="repeats (the median is reported)")
     parser.add_argument("--no-cuda-graphs", action="store_true", help="launch kernels from Python every step")
     parser.add_argument("--collector-traj-ids", action="store_true",
                         help="collector mode: let TorchRL track trajectory ids (syncs every step)")
@@ -249,6 +258,8 @@ def main(argv=None) -> list[dict]:
         else:
             del env
     if args.json:
+        import torch
+
         meta = dict(torch=torch.__version__, date=time.strftime("%Y-%m-%d"),
                     gpu=torch.cuda.get_device_name() if torch.cuda.is_available() else None)
         with open(args.json, "w") as f:

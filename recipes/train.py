@@ -744,7 +744,11 @@ class IterationProfiler:
 @hydra.main(config_path="conf", config_name="config", version_base=None)
 def main(cfg: DictConfig) -> None:
     logging.getLogger("numba").setLevel(logging.WARNING)  # its CUDA driver's INFO lines are not ours
-    train(cfg, HydraConfig.get().runtime.output_dir)
+    try:
+        train(cfg, HydraConfig.get().runtime.output_dir)
+    except Exception as error:  # the run directory's train.log says why it stopped
+        log.error("run failed: %s: %s", type(error).__name__, error)
+        raise
 
 
 if __name__ == "__main__":

@@ -136,6 +136,8 @@ def test_bad_config_fails_loudly(tmp_path, override, message):
     proc = run_train(tmp_path, override, "env.total_frames=64", "env.num_envs=8")
     assert proc.returncode != 0
     assert message in proc.stderr
+    log = tmp_path / "train.log"  # a run that started says in its directory why it failed
+    assert not log.exists() or ("run failed" in log.read_text() and message in log.read_text())
 
 
 def test_obs_norm_standardizes_inside_the_networks():

@@ -573,15 +573,15 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     pbar.close()
     collector.shutdown()
     train_seconds = time.perf_counter() - train_start
+    frames_this_run = frames_done - frames_at_start
     save_checkpoint(checkpoint_path, agents, optimizer, frames_done, iteration, cfg)
     eval_start = time.perf_counter()
     evaluation = evaluate(cfg, agents_by_group, device)
     summary = {
         "env": cfg.env.name, **({"scenario": cfg.env.scenario} if cfg.env.name == "mpe" else {}),
-        "algo": cfg.algo.name, "device": str(device), "frames": frames_done,
-        "frames_this_run": frames_done - frames_at_start,
-        "agent_steps": (frames_done - frames_at_start) * agent_steps_per_frame, "train_seconds": train_seconds,
-        "agent_steps_per_s": (frames_done - frames_at_start) * agent_steps_per_frame / train_seconds,
+        "algo": cfg.algo.name, "device": str(device), "frames": frames_done, "frames_this_run": frames_this_run,
+        "agent_steps": frames_this_run * agent_steps_per_frame, "train_seconds": train_seconds,
+        "agent_steps_per_s": frames_this_run * agent_steps_per_frame / train_seconds,
         "final": history[-1] if history else {}, **evaluation,
         # where the wall time went: launch -> imports -> setup -> training -> evaluation
         "imports_seconds": imports_seconds, "setup_seconds": setup_seconds,

@@ -184,6 +184,6 @@ ENV_CONFIGS = sorted(f[:-5] for f in os.listdir(os.path.join(os.path.dirname(__f
 @pytest.mark.parametrize("env", ENV_CONFIGS)
 def test_each_env_config_trains_whole_batches(env):
     """Its total_frames is what the collector gathers: no rounding up, a progress bar that ends at 100%."""
-    cfg = compose(f"env={env}", *(["algo=mappo"] if env in ("tag", "tag_gridworld", "mpe") else []))
+    cfg = compose(f"env={env}")
     assert cfg.env.total_frames % (cfg.env.num_envs * cfg.env.steps_per_batch) == 0, (
         cfg.env.total_frames, cfg.env.num_envs, cfg.env.steps_per_batch)

@@ -17,7 +17,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-DOCS = sorted([ROOT / "README.md", ROOT / "CHANGELOG.md", *(ROOT / "docs").glob("*.md")])
+# docs/*.md (the guide) and docs/api/*.md (the API reference's pages)
+DOCS = sorted([ROOT / "README.md", ROOT / "CHANGELOG.md", *(ROOT / "docs").rglob("*.md")])
 CODE = sorted(p for d in ("torchrl_warp", "envs", "cuda", "recipes", "docs")
               for p in (ROOT / d).rglob("*.py") if "__pycache__" not in p.parts)
 

@@ -533,7 +533,8 @@ def check_env(
         steps: steps of the rollout (envs that end an episode are reset, as in
             ``rollout(break_when_any_done=False)``): choose a time limit among ``params``
             short enough that episodes end.
-        num_envs, seed: the env's batch size and seed (the actions' seed too).
+        num_envs: the env's batch size.
+        seed: the env's seed (the actions' seed too).
         backends: which of ``"cpu"``, ``"cudasim"``, ``"cuda"`` to run; ``"cuda"`` is
             skipped where its process sees no GPU. The first that runs is compared with
             each of the others.
@@ -542,7 +543,8 @@ def check_env(
             kernels' ``action`` array ``[num_envs, num_agents, ...]``, and ``env.params``;
             it returns next values of some state fields (name -> array of the field's
             shape), compared after that step on every backend.
-        rtol, atol: tolerance for floats (``torch.isclose``'s); ints and bools are exact.
+        rtol: relative tolerance for floats (``torch.isclose``'s); ints and bools are exact.
+        atol: absolute tolerance for floats (``torch.isclose``'s).
         raise_on_difference: raise :class:`CheckEnvError` when the runs differ or a
             backend fails (``False``: return the result with ``ok`` False).
         timeout: seconds each backend may take (``None``: no limit).

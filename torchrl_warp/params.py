@@ -40,11 +40,16 @@ class Param:
     Args:
         default: the default value; its type (bool, int, float or str) is the parameter's.
         doc: one line saying what it means (the docs' parameter tables show it).
-        ge, gt, le, lt: bounds (``>=``, ``>``, ``<=``, ``<``). Ints always lie in
-            ``[-2**31 + 1, 2**31 - 1]``; floats are always finite.
+        ge: a lower bound, ``value >= ge``.
+        gt: a lower bound, ``value > gt``.
+        le: an upper bound, ``value <= le``.
+        lt: an upper bound, ``value < lt``.
         choices: the values a str parameter may take.
         table: bytes the env allocates per unit of the value (a lookup table of
             ``value`` float32 entries: 4), counted in the memory estimate.
+
+    Besides the bounds given, ints always lie in ``[-2**31 + 1, 2**31 - 1]`` and floats are
+    always finite.
     """
 
     default: bool | int | float | str

@@ -10,6 +10,7 @@ Examples:
 """
 import math
 
+import numpy as np
 from torchrl.data import Categorical
 
 from torchrl_warp.cuda.acrobot import observe_acrobot, reset_acrobot, step_acrobot
@@ -17,7 +18,33 @@ from torchrl_warp.env import WarpEnv
 from torchrl_warp.layout import Field, Layout
 from torchrl_warp.params import Param
 
-__all__ = ["AcrobotEnv"]
+__all__ = ["AcrobotEnv", "draw_acrobot", "LINK_LENGTH_2"]
+
+#: gymnasium's length of link 2 (m): only its picture reads it
+LINK_LENGTH_2 = 1.0
+
+
+def draw_acrobot(theta1: float, theta2: float, link_length_1: float = 1.0, resolution: int = 500) -> np.ndarray:
+    """gymnasium's Acrobot picture, ``resolution`` pixels square (500 by default): the view
+    spans ``+-(link_length_1 + LINK_LENGTH_2 + 0.2)``, the black goal line at height 1 above
+    the pivot, the links (cyan, 0.2 thick) hanging down at ``theta1 = theta2 = 0``, yellow joints.
+
+    >>> frame = draw_acrobot(0.0, 0.0)
+    >>> frame[250 + 57, 250].tolist(), frame[250 - 57, 250].tolist()   # link 1 below the pivot; above: empty
+    ([0, 204, 204], [255, 255, 255])
+    """
+    from torchrl_warp.render import Canvas, check_resolution, rgb
+
+    side = check_resolution(resolution)
+    bound = link_length_1 + LINK_LENGTH_2 + 0.2
+    canvas = Canvas(side, side, (-bound, bound), (-bound, bound))
+    canvas.line((-bound, 1.0), (bound, 1.0), canvas.pixel, rgb(0, 0, 0))
+    elbow = np.array([link_length_1 * math.sin(theta1), -link_length_1 * math.cos(theta1)])
+    tip = elbow + LINK_LENGTH_2 * np.array([math.sin(theta1 + theta2), -math.cos(theta1 + theta2)])
+    for start, end in ((np.zeros(2), elbow), (elbow, tip)):
+        canvas.line(start, end, 0.2, rgb(0, 204, 204))
+        canvas.disc(start, 0.1, rgb(204, 204, 0))
+    return canvas.frame()
 
 
 class AcrobotEnv(WarpEnv):
@@ -51,6 +78,16 @@ class AcrobotEnv(WarpEnv):
                               choices=("book", "nips")),
         "max_steps": Param(500, "truncated after this many steps", ge=1),
     }
+
+    def render(self, mode: str = "rgb_array", env_index: int = 0, resolution: int = 500) -> np.ndarray:
+        """An RGB frame ``[resolution, resolution, 3]`` (uint8) of env ``env_index``:
+        gymnasium's picture (:func:`draw_acrobot`). Only that env's state is copied to the
+        host. Only ``mode="rgb_array"``: there is no window."""
+        from torchrl_warp.render import check_render_args
+
+        i = check_render_args(self, mode, env_index, resolution)
+        theta1, theta2, _, _ = self.state.get("kinematics")[i, 0].tolist()
+        return draw_acrobot(theta1, theta2, self.params.LINK_LENGTH_1, resolution)
 
     def _layout(self, p):
         return Layout(

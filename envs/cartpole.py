@@ -9,6 +9,7 @@ Examples:
 """
 import math
 
+import numpy as np
 from torchrl.data import Categorical
 
 from torchrl_warp.cuda.cartpole import reset_cartpole, step_cartpole
@@ -17,7 +18,33 @@ from torchrl_warp.env import WarpEnv
 from torchrl_warp.layout import Field, Layout
 from torchrl_warp.params import Param
 
-__all__ = ["CartPoleEnv"]
+__all__ = ["CartPoleEnv", "draw_cartpole"]
+
+
+def draw_cartpole(x: float, theta: float, length: float, x_threshold: float, resolution: int = 600) -> np.ndarray:
+    """gymnasium's CartPole picture (its 600 x 400 layout, scaled to ``resolution`` pixels
+    wide and ``2 / 3`` of that high; the view spans ``[-x_threshold, x_threshold]``): the
+    track, the black cart at ``x``, the pole (``2 length`` long) tilted ``theta`` to the
+    right (clockwise), the axle.
+
+    >>> frame = draw_cartpole(0.0, 0.0, 0.5, 2.4)
+    >>> frame.shape, frame[400 - 100, 300].tolist(), frame[400 - 200, 300].tolist()   # the cart, the pole
+    ((400, 600, 3), [0, 0, 0], [202, 152, 101])
+    """
+    from torchrl_warp.render import Canvas, check_resolution, rgb
+
+    width = check_resolution(resolution)
+    canvas = Canvas(width, max(1, round(width * 2 / 3)), (0.0, 600.0), (0.0, 400.0))
+    scale = 600.0 / (2 * x_threshold)
+    cart_x, cart_y = x * scale + 300.0, 100.0
+    axle = np.array([cart_x, cart_y + 30.0 / 4])
+    canvas.line((0.0, cart_y), (600.0, cart_y), max(1.0, canvas.pixel), rgb(0, 0, 0))
+    canvas.rectangle(cart_x - 25.0, cart_y - 15.0, cart_x + 25.0, cart_y + 15.0, rgb(0, 0, 0))
+    pole_length = scale * 2 * length
+    up = np.array([math.sin(theta), math.cos(theta)])  # gymnasium rotates the pole by -theta
+    canvas.line(axle - 5.0 * up, axle + (pole_length - 5.0) * up, 10.0, rgb(202, 152, 101))
+    canvas.disc(axle, 5.0, rgb(129, 132, 203))
+    return canvas.frame()
 
 
 class CartPoleEnv(WarpEnv):
@@ -41,6 +68,16 @@ class CartPoleEnv(WarpEnv):
                                          gt=0),
         "max_steps": Param(500, "truncated after this many steps", ge=1),
     }
+
+    def render(self, mode: str = "rgb_array", env_index: int = 0, resolution: int = 600) -> np.ndarray:
+        """An RGB frame ``[resolution * 2 / 3, resolution, 3]`` (uint8) of env ``env_index``:
+        gymnasium's picture (:func:`draw_cartpole`; 600 x 400 by default). Only that env's
+        state is copied to the host. Only ``mode="rgb_array"``: there is no window."""
+        from torchrl_warp.render import check_render_args
+
+        i = check_render_args(self, mode, env_index, resolution)
+        x, _, theta, _ = self.state.get("kinematics")[i, 0].tolist()
+        return draw_cartpole(x, theta, self.params.length, self.params.x_threshold, resolution)
 
     def _layout(self, p):
         return Layout(

@@ -7,6 +7,9 @@ Examples:
     >>> env.rollout(10)["next", "reward"].sum().item()
     -30.0
 """
+import math
+
+import numpy as np
 from torchrl.data import Categorical
 
 from torchrl_warp.cuda.mountain_car import reset_mountain_car, step_mountain_car
@@ -15,7 +18,44 @@ from torchrl_warp.env import WarpEnv
 from torchrl_warp.layout import Field, Layout
 from torchrl_warp.params import Param
 
-__all__ = ["MountainCarEnv", "track_parameters"]
+__all__ = ["MountainCarEnv", "track_parameters", "draw_mountain_car"]
+
+
+def draw_mountain_car(position: float, min_position: float = -1.2, max_position: float = 0.6,
+                      goal_position: float = 0.5, resolution: int = 600) -> np.ndarray:
+    """gymnasium's MountainCar picture (its 600 x 400 layout, scaled to ``resolution`` pixels
+    wide and ``2 / 3`` of that high): the track ``0.45 sin(3 x) + 0.55`` over
+    ``[min_position, max_position]``, the black car tilted along it at ``position``, its grey
+    wheels, the yellow flag at ``goal_position``.
+
+    >>> frame = draw_mountain_car(-0.5)
+    >>> frame.shape, frame[400 - 378, 575].tolist()   # the flag
+    ((400, 600, 3), [204, 204, 0])
+    """
+    from torchrl_warp.render import Canvas, check_resolution, rgb
+
+    width = check_resolution(resolution)
+    canvas = Canvas(width, max(1, round(width * 2 / 3)), (0.0, 600.0), (0.0, 400.0))
+    scale = 600.0 / (max_position - min_position)
+
+    def height(x):
+        return np.sin(3 * x) * 0.45 + 0.55
+
+    xs = np.linspace(min_position, max_position, 100)
+    canvas.polyline(np.stack([(xs - min_position) * scale, height(xs) * scale], -1), max(2.0, canvas.pixel),
+                    rgb(0, 0, 0))
+    angle = math.cos(3 * position)  # gymnasium's tilt (radians)
+    turn = np.array([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]])
+    base = np.array([(position - min_position) * scale, 10.0 + height(position) * scale])  # 10: clearance
+    body = np.array([[-20.0, 0.0], [20.0, 0.0], [20.0, 20.0], [-20.0, 20.0]])
+    canvas.polygon(body @ turn.T + base, rgb(0, 0, 0))
+    for wheel in ((10.0, 0.0), (-10.0, 0.0)):
+        canvas.disc(turn @ np.array(wheel) + base, 8.0, rgb(128, 128, 128))
+    flag_x, flag_y = (goal_position - min_position) * scale, height(goal_position) * scale
+    canvas.line((flag_x, flag_y), (flag_x, flag_y + 50.0), max(1.0, canvas.pixel), rgb(0, 0, 0))
+    canvas.polygon([(flag_x, flag_y + 50.0), (flag_x, flag_y + 40.0), (flag_x + 25.0, flag_y + 45.0)],
+                   rgb(204, 204, 0))
+    return canvas.frame()
 
 
 def track_parameters(goal_position: float) -> dict:
@@ -54,6 +94,17 @@ class MountainCarEnv(WarpEnv):
         if not p.min_position < p.max_position:
             raise ValueError(f"{type(self).__name__}: min_position must be less than max_position, got "
                              f"{p.min_position} and {p.max_position}")
+
+    def render(self, mode: str = "rgb_array", env_index: int = 0, resolution: int = 600) -> np.ndarray:
+        """An RGB frame ``[resolution * 2 / 3, resolution, 3]`` (uint8) of env ``env_index``:
+        gymnasium's picture (:func:`draw_mountain_car`; 600 x 400 by default). Only that env's
+        state is copied to the host. Only ``mode="rgb_array"``: there is no window."""
+        from torchrl_warp.render import check_render_args
+
+        i = check_render_args(self, mode, env_index, resolution)
+        position = self.state.get("kinematics")[i, 0, 0].item()
+        p = self.params
+        return draw_mountain_car(position, p.min_position, p.max_position, p.goal_position, resolution)
 
     def _layout(self, p):
         return Layout(

@@ -49,6 +49,7 @@ class MountainCarContinuousEnv(WarpEnv):
     }
 
     _check_params = MountainCarEnv._check_params
+    render = MountainCarEnv.render  # the same track and state: gymnasium draws both alike
 
     def _layout(self, p):
         return Layout(

@@ -181,13 +181,15 @@ class MPEScenario(WarpEnv):
     """Base class of the MPE scenarios (see the module docstring).
 
     Args:
-        num_envs, device, seed, check_actions, cuda_graphs, backend: as :class:`WarpEnv`.
+        num_envs: as :class:`WarpEnv`'s.
+        device: as :class:`WarpEnv`'s.
         group_map: ``VmasEnv``'s: ``None`` (its default grouping), a
             ``MarlGroupMapType``, or a dict of group -> agent names (each group a run of
             consecutive agents); agents of one group must agree in observation size and
             action space (VmasEnv would stack them lazily).
-        **params: the scenario's parameters (VMAS's scenario kwargs) and
-            :func:`common_parameters`.
+        **kwargs: :class:`WarpEnv`'s other arguments (``seed``, ``check_actions``,
+            ``cuda_graphs``, ``backend``, ...), the scenario's parameters (VMAS's scenario
+            kwargs) and :func:`common_parameters`.
 
     A subclass sets ``scenario`` (VMAS's name) and ``parameters``, and implements
     ``_agents(p)``, ``_landmarks(p)``, ``_world(p)`` and ``_kernels(p)``.

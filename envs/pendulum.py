@@ -8,6 +8,9 @@ Examples:
     >>> td["next", "reward"].shape, td["next", "reward"].max().item() <= 0
     (torch.Size([3, 10, 1]), True)
 """
+import math
+
+import numpy as np
 import torch
 from torchrl.data import Bounded
 
@@ -16,7 +19,28 @@ from torchrl_warp.env import WarpEnv
 from torchrl_warp.layout import Field, Layout
 from torchrl_warp.params import Param
 
-__all__ = ["PendulumEnv"]
+__all__ = ["PendulumEnv", "draw_pendulum"]
+
+
+def draw_pendulum(theta: float, length: float = 1.0, resolution: int = 500) -> np.ndarray:
+    """gymnasium's Pendulum picture, ``resolution`` pixels square (500 by default): the view
+    spans ``+-(length + 1.2)``, the red rod (0.2 thick, round end) from the black axle,
+    upright at ``theta = 0``, ``theta`` counter-clockwise.
+
+    >>> frame = draw_pendulum(0.0)
+    >>> frame[250 - 80, 250].tolist(), frame[250 + 80, 250].tolist()   # the rod above the axle; below: empty
+    ([204, 77, 77], [255, 255, 255])
+    """
+    from torchrl_warp.render import Canvas, check_resolution, rgb
+
+    side = check_resolution(resolution)
+    bound = length + 1.2
+    canvas = Canvas(side, side, (-bound, bound), (-bound, bound))
+    end = length * np.array([-math.sin(theta), math.cos(theta)])
+    canvas.line((0.0, 0.0), end, 0.2, rgb(204, 77, 77))
+    canvas.disc(end, 0.1, rgb(204, 77, 77))
+    canvas.disc((0.0, 0.0), 0.05, rgb(0, 0, 0))
+    return canvas.frame()
 
 
 class PendulumEnv(WarpEnv):
@@ -48,6 +72,16 @@ class PendulumEnv(WarpEnv):
         "l": Param(1.0, "length of the pendulum (m)", gt=0),
         "max_steps": Param(200, "truncated after this many steps", ge=1),
     }
+
+    def render(self, mode: str = "rgb_array", env_index: int = 0, resolution: int = 500) -> np.ndarray:
+        """An RGB frame ``[resolution, resolution, 3]`` (uint8) of env ``env_index``:
+        gymnasium's picture (:func:`draw_pendulum`, without its torque arrow). Only that env's
+        state is copied to the host. Only ``mode="rgb_array"``: there is no window."""
+        from torchrl_warp.render import check_render_args
+
+        i = check_render_args(self, mode, env_index, resolution)
+        theta, _ = self.state.get("kinematics")[i, 0].tolist()
+        return draw_pendulum(theta, self.params.l, resolution)
 
     def _layout(self, p):
         return Layout(

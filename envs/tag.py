@@ -21,7 +21,7 @@ from torchrl_warp.names import NEIGHBOR_SEARCHES
 from torchrl_warp.params import Param
 
 __all__ = ["TagEnv", "action_table", "neighbor_search", "NEIGHBOR_SEARCHES", "SCAN_MAX_AGENTS", "SCAN_MAX_K",
-           "GRID_MAX_REGISTERS"]
+           "GRID_MAX_REGISTERS", "TAG_COLORS"]
 
 #: the most acceleration or turn levels (each is an entry of a lookup table)
 LEVELS_MAX = 1 << 16
@@ -36,6 +36,16 @@ SCAN_MAX_K = 2
 #: 0.712 -> 0.645 ms per step, 2000 envs 1.303 -> 1.202; 10k x 10+100, k = 10: 2.009 -> 1.988;
 #: docs/benchmarks.md)
 GRID_MAX_REGISTERS = 112
+
+
+#: ``TagEnv.render``'s colours (floats in [0, 1])
+TAG_COLORS = {
+    "world": (1.0, 1.0, 1.0), "margin": (0.85, 0.85, 0.85),
+    "tagger": (0.85, 0.15, 0.15), "tagger_tick": (0.4, 0.0, 0.0),
+    "runner": (0.15, 0.35, 0.85), "runner_tick": (0.0, 0.1, 0.4),
+    "tagged": (1.0, 0.6, 0.0), "tagged_tick": (0.5, 0.25, 0.0),
+    "out": (0.7, 0.7, 0.7),
+}
 
 
 def action_table(max_value: float, levels: int, min_value: float | None = None) -> torch.Tensor:
@@ -271,6 +281,38 @@ class TagEnv(WarpEnv):
         if p.use_full_observation:
             return "full"
         return neighbor_search(p.neighbor_search, p.num_taggers + p.num_runners, p.num_other_agents_observed)
+
+    def render(self, mode: str = "rgb_array", env_index: int = 0, resolution: int = 400) -> np.ndarray:
+        """An RGB frame ``[resolution, resolution, 3]`` (uint8) of env ``env_index``: the world
+        square (white, in a grey margin), each agent a disc (taggers red, runners blue) with a
+        dark tick towards its heading; a runner tagged this step (``tagged_by >= 0``) orange,
+        one out of the game grey, under the others. Only that env's state is copied to the
+        host. Only ``mode="rgb_array"``: there is no window."""
+        from torchrl_warp.render import Canvas, check_render_args
+
+        i = check_render_args(self, mode, env_index, resolution)
+        p, state = self.params, self.state
+        pos = state.get("pos")[i].detach().cpu().double().numpy()
+        heading = state.get("direction")[i].detach().cpu().double().numpy()
+        in_game = state.get("in_game")[i].cpu().numpy()
+        tagged = state.get("tagged_by")[i].cpu().numpy() >= 0
+        side = p.grid_length
+        r = side / 80  # 5 pixels at 400: the agents are points, the tagging distance is 2% of the side
+        margin = 2 * r
+        view = (-margin, side + margin)
+        canvas = Canvas(resolution, resolution, view, view, TAG_COLORS["margin"])
+        canvas.rectangle(0.0, 0.0, side, side, TAG_COLORS["world"])
+        is_tagger = np.arange(len(pos)) < p.num_taggers
+        kind = np.where(is_tagger, "tagger", np.where(tagged, "tagged", np.where(in_game, "runner", "out")))
+        # out of the game first (under the others), then runners, the tagged, the taggers on top
+        for which in ("out", "runner", "tagged", "tagger"):
+            tick = TAG_COLORS.get(f"{which}_tick")  # none for those out (at rest, heading 0)
+            for a in np.flatnonzero(kind == which):
+                canvas.disc(pos[a], r, TAG_COLORS[which])
+                if tick is not None:
+                    tip = pos[a] + r * np.array([np.cos(heading[a]), np.sin(heading[a])])
+                    canvas.line(pos[a], tip, max(r / 2.5, canvas.pixel), tick)
+        return canvas.frame()
 
     @property
     def runners_in_game(self) -> torch.Tensor:

@@ -11,6 +11,7 @@ Examples:
     >>> TagGridWorldEnv(num_envs=2, use_full_observation=False).observation_spec["runners", "observation"].shape
     torch.Size([2, 1, 6])
 """
+import numpy as np
 import torch
 from torchrl.data import Categorical
 
@@ -19,12 +20,17 @@ from torchrl_warp.env import WarpEnv
 from torchrl_warp.layout import Field, Layout
 from torchrl_warp.params import Param
 
-__all__ = ["TagGridWorldEnv", "reward_table", "GRID_LENGTH_MAX", "STARTS"]
+__all__ = ["TagGridWorldEnv", "reward_table", "GRID_LENGTH_MAX", "STARTS", "GRIDWORLD_COLORS"]
 
 #: the largest ``grid_length``: squared distances (at most ``2 L^2``) fit the 31 bits of a key
 GRID_LENGTH_MAX = 32767
 #: values of ``TagGridWorldEnv(starting_locations=...)``
 STARTS = ("center", "random")
+
+
+#: ``TagGridWorldEnv.render``'s colours (floats in [0, 1])
+GRIDWORLD_COLORS = {"cell": (1.0, 1.0, 1.0), "grid": (0.8, 0.8, 0.8), "tagger": (0.85, 0.15, 0.15),
+                    "runner": (0.15, 0.35, 0.85)}
 
 
 def reward_table(p) -> torch.Tensor:
@@ -125,6 +131,28 @@ class TagGridWorldEnv(WarpEnv):
                 "random_start": p.starting_locations == "random",
             },
         )
+
+    def render(self, mode: str = "rgb_array", env_index: int = 0, resolution: int = 400) -> np.ndarray:
+        """An RGB frame ``[resolution, resolution, 3]`` (uint8) of env ``env_index``: the
+        ``(grid_length + 1)^2`` cells (``x`` right, ``y`` up, cell ``(0, 0)`` bottom left; grid
+        lines when cells are 4 pixels or more), a red square on each cell a tagger is on, the
+        runner a blue disc on its cell (on top: a tag shows both). Only that env's cells are
+        copied to the host. Only ``mode="rgb_array"``: there is no window."""
+        from torchrl_warp.render import Canvas, check_render_args
+
+        i = check_render_args(self, mode, env_index, resolution)
+        x = self.state.get("loc_x")[i].cpu().numpy()
+        y = self.state.get("loc_y")[i].cpu().numpy()
+        n = self.params.grid_length + 1
+        canvas = Canvas(resolution, resolution, (0.0, n), (0.0, n), GRIDWORLD_COLORS["cell"])
+        if resolution / n >= 4:
+            for k in range(n + 1):
+                canvas.line((k, 0.0), (k, n), canvas.pixel, GRIDWORLD_COLORS["grid"])
+                canvas.line((0.0, k), (n, k), canvas.pixel, GRIDWORLD_COLORS["grid"])
+        for cx, cy in set(zip(x[:-1].tolist(), y[:-1].tolist())):
+            canvas.rectangle(cx + 0.1, cy + 0.1, cx + 0.9, cy + 0.9, GRIDWORLD_COLORS["tagger"])
+        canvas.disc((x[-1] + 0.5, y[-1] + 0.5), 0.3, GRIDWORLD_COLORS["runner"])
+        return canvas.frame()
 
     @property
     def tagged(self) -> torch.Tensor:

@@ -26,7 +26,8 @@ from typing import Any, Callable, Optional
 from hydra.core.config_store import ConfigStore
 
 __all__ = ["EnvConfig", "AlgoConfig", "TrainConfig", "MatmulPrecision", "Interval", "setting",
-           "ConfigError", "check_config", "check_scenario", "mpe_scenarios", "settings_table", "register"]
+           "ConfigError", "check_config", "check_scenario", "check_video", "mpe_scenarios", "settings_table",
+           "register"]
 
 
 class MatmulPrecision(Enum):
@@ -110,6 +111,18 @@ def check_device(name: str) -> Optional[str]:
     return None
 
 
+def check_video(value) -> Optional[str]:
+    """The problem with a ``video`` value, or None: ``auto`` (a video on CUDA, none on the
+    CPU), ``true`` or ``false``.
+
+    >>> check_video("yes")
+    "must be auto, true or false, got 'yes'"
+    """
+    if value == "auto" or isinstance(value, bool):
+        return None
+    return f"must be auto, true or false, got {value!r}"
+
+
 ENV_NAMES = ("cartpole", "acrobot", "mountain_car", "mountain_car_continuous", "pendulum", "tag", "tag_gridworld",
              "mpe")
 MULTI_AGENT_ENVS = ("tag", "tag_gridworld", "mpe")       # envs with agent groups: mappo or ippo; the others: ppo
@@ -159,7 +172,10 @@ class EnvConfig:
     total_frames: int = setting(1_000_000, "frames to train for (a resumed run counts the checkpoint's)",
                                 "[1, inf)")
     params: dict[str, Any] = setting(dict, "the env's parameters (checked by the env's constructor)")
-    cudagraph_policy: bool = setting(False, "the collector replays the policy as a CUDA graph (CUDA only)")
+    graphed_rollout: bool = setting(True, "collect with a GraphedCollector: each batch one CUDA graph replay "
+                                          "(CUDA; elsewhere TorchRL's Collector, the same batches)")
+    cudagraph_policy: bool = setting(False, "TorchRL's Collector replays the policy as a CUDA graph (CUDA, "
+                                            "graphed_rollout=false)")
 
 
 @dataclass
@@ -201,6 +217,8 @@ class TrainConfig:
     time_limit_s: float = setting(0.0, "stop collecting after this long (0: no limit)", "[0, inf)")
     profile_iteration: int = setting(0, "profile this iteration (collection + update) into profile.txt (0: off)",
                                      "[0, inf)")
+    video: Any = setting("auto", "write video.gif of the trained agents at the end (auto: on CUDA only)",
+                         check=check_video)
 
 
 def _section(f) -> bool:
@@ -296,6 +314,8 @@ def settings_table() -> str:
                 allowed = "true, false"
             elif m["check"] is check_device:
                 allowed = "auto, cpu, cuda, cuda:<index> (of a CUDA device this machine has)"
+            elif m["check"] is check_video:
+                allowed = "auto, true, false"
             elif m["check"] is check_scenario:
                 allowed = f"empty, or with env=mpe one of {', '.join(mpe_scenarios())}"
             rows.append(f"| {prefix}{f.name} | {default} | {allowed} | {m['doc']} |")

@@ -11,7 +11,8 @@ continuous MPE actions ``TanhNormal`` within the spec's bounds), ``ClipPPOLoss``
 ``MAPPOLoss`` / ``IPPOLoss`` with (multi-agent) GAE, a replay buffer on the device, a
 TorchRL logger. Written to Hydra's run directory: ``train/scalars/*.csv`` (or TensorBoard
 events), ``checkpoint.pt`` (models and optimizer; ``resume=<path>`` continues from it),
-``learning_curve.png`` and ``summary.json``.
+``learning_curve.png``, ``summary.json`` and, with ``video`` (on CUDA by default),
+``video.gif`` of the trained agents (recipes/play.py).
 
 The config (every value's range: recipes/config.py) and the checkpoint to resume from
 (recipes/checkpoint.py) are checked before any env is built.
@@ -42,6 +43,8 @@ from torchrl.modules import MLP, MultiAgentMLP, ProbabilisticActor, TanhNormal  
 from tqdm import tqdm  # noqa: E402
 
 from torchrl_warp.distributions import MultiCategoricalLogits  # noqa: E402
+from torchrl_warp.memory import check_fits, gib, training_parts  # noqa: E402
+from torchrl_warp.graphed_collector import GraphedCollector  # noqa: E402
 from torchrl_warp.envs import AcrobotEnv, CartPoleEnv, MountainCarContinuousEnv, MountainCarEnv, MPEEnv, PendulumEnv, \
     TagEnv, TagGridWorldEnv  # noqa: E402
 from torchrl_warp.recipes.checkpoint import load_checkpoint, restore, save_checkpoint  # noqa: E402
@@ -103,6 +106,8 @@ def pick_device(name: str) -> torch.device:
 
 
 def make_env(cfg: DictConfig, device, num_envs: int, seed: int):
+    """``num_envs`` envs of ``cfg.env.name`` with ``cfg.env.params`` (MPE: ``cfg.env.scenario``) on
+    ``device``, seeded with ``seed``; actions unchecked (``check_actions=False``)."""
     if cfg.env.name not in ENVS:
         raise ValueError(f"unknown env {cfg.env.name!r}; expected one of {sorted(ENVS)}")
     params = OmegaConf.to_container(cfg.env.params)
@@ -463,6 +468,14 @@ def evaluate_mpe(cfg, agents, device) -> dict:
 
 
 def train(cfg: DictConfig, out_dir: str) -> dict:
+    """Train on ``cfg`` and write the run to ``out_dir``: the logger's scalars, ``checkpoint.pt``,
+    ``learning_curve.png``, ``summary.json`` and, with ``cfg.video``, ``video.gif``; returns the
+    summary.
+
+    The config, and the checkpoint ``cfg.resume`` names if any, are checked before any env
+    is built (:func:`~torchrl_warp.recipes.config.check_config`,
+    :func:`~torchrl_warp.recipes.checkpoint.load_checkpoint`).
+    """
     imports_seconds = seconds_since_launch()  # Python, torch, TorchRL, Numba, Hydra's config
     log.info("run directory: %s", out_dir)
     check_config(cfg)  # every value in its range, the algo fits the env
@@ -503,16 +516,30 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     frames_at_start = frames_done  # the figures count this process's frames
 
     policy = TensorDictSequential(*[agents_by_group[g].actor for g in groups])
-    collector = Collector(env, policy, frames_per_batch=frames_per_batch,
-                          total_frames=total_frames - frames_done,
-                          device=device, storing_device=device, no_cuda_sync=True,
-                          # GAE needs done flags only; trajectory ids cost a host sync per step
-                          track_traj_ids=False,
-                          # feed-forward policies need no env transforms; torchrl 0.14 flags an
-                          # InitTracker as missing for any module policy (and 0.15 would append it,
-                          # wrapping the env in a TransformedEnv off its lean step path)
-                          auto_register_policy_transforms=False,
-                          cudagraph_policy=cfg.env.cudagraph_policy and device.type == "cuda")
+    # the batches, advantages, replay buffer and an update's temporaries, before any is allocated
+    needed = check_fits(
+        f"training {cfg.env.name} with env.num_envs={cfg.env.num_envs} x env.steps_per_batch="
+        f"{cfg.env.steps_per_batch} (frames per batch: {frames_per_batch})",
+        training_parts(env, policy, groups, steps_per_batch=cfg.env.steps_per_batch,
+                       minibatch_size=cfg.algo.minibatch_size, hidden=list(cfg.algo.hidden),
+                       centralised_critic=cfg.algo.name == "mappo",
+                       gae_chunk_floats=GroupAgent.advantage.__defaults__[0]),
+        device, "lower env.num_envs or env.steps_per_batch (a batch is their product), or algo.minibatch_size")
+    log.info("memory: about %s on %s for batches, advantages, replay buffer and updates", gib(needed), device)
+    if cfg.env.graphed_rollout and device.type == "cuda":  # each batch one CUDA graph replay
+        collector = GraphedCollector(env, policy, frames_per_batch=frames_per_batch,
+                                     total_frames=total_frames - frames_done, track_traj_ids=False)
+    else:
+        collector = Collector(env, policy, frames_per_batch=frames_per_batch,
+                              total_frames=total_frames - frames_done,
+                              device=device, storing_device=device, no_cuda_sync=True,
+                              # GAE needs done flags only; trajectory ids cost a host sync per step
+                              track_traj_ids=False,
+                              # feed-forward policies need no env transforms; torchrl 0.14 flags an
+                              # InitTracker as missing for any module policy (and 0.15 would append it,
+                              # wrapping the env in a TransformedEnv off its lean step path)
+                              auto_register_policy_transforms=False,
+                              cudagraph_policy=cfg.env.cudagraph_policy and device.type == "cuda")
     # every minibatch full-sized (a graph-captured step takes one shape): each epoch draws
     # frames_per_batch // minibatch_size of them and leaves the remainder out; a minibatch
     # larger than a batch is the whole batch
@@ -593,6 +620,12 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
         json.dump(summary, f, indent=1)
     print(json.dumps({k: v for k, v in summary.items() if k != "final"}, indent=1))
     log.info("run directory: %s (checkpoint.pt, summary.json, learning_curve.png, %s logs)", out_dir, cfg.logger)
+    if cfg.video is True or (cfg.video == "auto" and device.type == "cuda"):  # recipes/play.py's video
+        from torchrl_warp.recipes.play import record
+
+        video = record(cfg, agents_by_group, device, os.path.join(out_dir, "video.gif"))
+        log.info("video.gif: %d frames of env 0 (python -m torchrl_warp.recipes.play checkpoint=%s for more)",
+                 video["frames"], checkpoint_path)
     return summary
 
 
@@ -743,6 +776,8 @@ class IterationProfiler:
 
 @hydra.main(config_path="conf", config_name="config", version_base=None)
 def main(cfg: DictConfig) -> None:
+    """The Hydra app, ``python -m torchrl_warp.recipes.train [overrides]``: :func:`train` into
+    Hydra's run directory (a failure is logged to its ``train.log``, then raised)."""
     logging.getLogger("numba").setLevel(logging.WARNING)  # its CUDA driver's INFO lines are not ours
     try:
         train(cfg, HydraConfig.get().runtime.output_dir)

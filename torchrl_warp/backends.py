@@ -163,7 +163,8 @@ class CudaBackend(_CudaLayout):
         return stream
 
     def launch(self, kernel, num_envs, num_agents, args, key=None):
-        if key is None or not self.graphs:
+        # a launch while torch captures a graph (a GraphedCollector's batch) becomes part of that graph
+        if key is None or not self.graphs or torch.cuda.is_current_stream_capturing():
             return self._launch(kernel, num_envs, num_agents, args)
         graph = self._graphs.get(key)
         if graph is None:

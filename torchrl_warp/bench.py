@@ -2,9 +2,10 @@
 
 Steps an environment with random actions (a pool of pre-drawn action TensorDicts
 on the env's device, so that the sampler is not what is measured) through
-``env.step``, ``env.step_and_maybe_reset`` (the step rollouts and collectors use)
-and a TorchRL ``Collector``, for a grid of ``num_envs`` and agent counts. One
-env-step is every agent of one env stepped once.
+``env.step``, ``env.step_and_maybe_reset`` (the step rollouts and collectors use),
+a TorchRL ``Collector`` and our :class:`~torchrl_warp.graphed_collector.GraphedCollector`
+(``graphed``: random actions drawn on the device, each batch one CUDA graph replay), for a
+grid of ``num_envs`` and agent counts. One env-step is every agent of one env stepped once.
 
 Examples:
     $ python -m torchrl_warp.bench                      # a quick Tag run on the CPU
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["make_env", "measure", "main"]
 
-MODES = ("step", "step_and_maybe_reset", "collector")
+MODES = ("step", "step_and_maybe_reset", "collector", "graphed")
 
 
 #: MPE scenario -> the scenario arguments ``--agents`` sets (``"a+b"``: one number each)
@@ -117,7 +118,9 @@ def measure(env, mode: str, steps: int = 100, repeats: int = 3, warmup: int = 5,
     """Seconds per step of ``env`` through ``mode`` (one of :data:`MODES`).
 
     The collector runs with ``track_traj_ids=False`` unless asked: TorchRL's trajectory
-    ids ask the host whether any env is done at every step (a device sync).
+    ids ask the host whether any env is done at every step (a device sync). Its batches of
+    ``num_envs x steps`` frames are estimated first (:func:`torchrl_warp.memory.collector_bytes`):
+    a ``MemoryError`` says so if they will not fit in the device's free memory.
     """
     pool = _action_pool(env)
     td = env.reset()
@@ -132,6 +135,14 @@ def measure(env, mode: str, steps: int = 100, repeats: int = 3, warmup: int = 5,
     elif mode == "collector":
         from torchrl.collectors import Collector
 
+        from torchrl_warp.memory import COLLECTOR_BATCHES, check_fits, collector_bytes
+
+        frames = env.batch_size.numel() * steps
+        check_fits(f"the collector mode over {type(env).__name__}(num_envs={env.batch_size.numel()}) x {steps} steps",
+                   {f"{COLLECTOR_BATCHES:g} batches of {frames} frames": collector_bytes(
+                       env, frames, traj_ids=track_traj_ids)},
+                   env.device, "lower --num-envs or --steps (a batch is their product)")
+
         def policy(tensordict):
             return tensordict.update(pool[0])
 
@@ -143,6 +154,15 @@ def measure(env, mode: str, steps: int = 100, repeats: int = 3, warmup: int = 5,
         seconds = _time(lambda i: next(it), 1, env.device, repeats) / steps
         collector.shutdown()
         return seconds
+    elif mode == "graphed":  # whole batches as CUDA graphs, actions sampled on the device inside them
+        from torchrl_warp.graphed_collector import GraphedCollector
+
+        if not hasattr(env, "layout"):
+            raise ValueError("mode 'graphed' steps torchrl-warp envs only (a GraphedCollector)")
+        collector = GraphedCollector(env, None, frames_per_batch=env.num_envs * steps, total_frames=-1,
+                                     track_traj_ids=track_traj_ids)
+        collector.next(), collector.next()  # warm-up batches: eager, then captured
+        return _time(lambda i: collector.next(), 1, env.device, repeats) / steps
     else:
         raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
     for i in range(warmup):

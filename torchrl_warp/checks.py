@@ -17,7 +17,8 @@ import numbers
 
 import torch
 
-__all__ = ["resolve_device", "check_memory", "check_seed", "check_mask", "check_flag", "check_action"]
+__all__ = ["resolve_device", "check_memory", "check_seed", "check_mask", "check_flag", "check_action",
+           "action_violation"]
 
 
 def resolve_device(device) -> torch.device:
@@ -128,6 +129,36 @@ def check_action(key, value, spec, device, check_values: bool, check_range: bool
             f"max {value.max().item()}, allowed [{low}, {high}] ({type(spec).__name__}); "
             f"pass check_actions=False to skip this check (it syncs with the device)"
         )
+
+
+def action_violation(value: torch.Tensor, spec, check_range: bool = True) -> torch.Tensor:
+    """Whether ``value`` breaks :func:`check_action`'s value rules, as a 0-d bool tensor on its
+    device: no host sync, so it can run inside a CUDA graph (the caller reads it later).
+
+    Examples:
+        >>> from torchrl.data import Categorical
+        >>> action_violation(torch.tensor([0, 2]), Categorical(3)), action_violation(torch.tensor([3]), Categorical(3))
+        (tensor(False), tensor(True))
+    """
+    bad = ~torch.isfinite(value).all() if value.is_floating_point() else torch.zeros((), dtype=torch.bool,
+                                                                                      device=value.device)
+    if not check_range:
+        return bad
+    from torchrl.data import OneHot
+
+    space = spec.space
+    if isinstance(spec, OneHot):
+        return bad | ((value != 0) & (value != 1)).any() | (value.sum(-1) != 1).any()
+    n = getattr(space, "n", None)
+    nvec = getattr(spec, "nvec", None)
+    if n is not None:
+        return bad | ((value < 0) | (value >= n)).any()
+    if nvec is not None:
+        return bad | ((value < 0) | (value >= nvec.to(value.device).expand_as(value))).any()
+    low, high = getattr(space, "low", None), getattr(space, "high", None)
+    if low is None:  # unbounded
+        return bad
+    return bad | ((value < low.to(value.device)) | (value > high.to(value.device))).any()
 
 
 def _bounds(spec):

@@ -102,7 +102,6 @@ def soak(env, steps: int, reset_every: int = 7, sample_every: int = 50, seed: in
     import time
 
     import torch
-    from tensordict import TensorDict
 
     device = env.device
     generator = torch.Generator(device=device).manual_seed(seed)

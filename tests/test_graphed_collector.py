@@ -1,0 +1,242 @@
+"""GraphedCollector: the batches of TorchRL's Collector, key for key and bit for bit.
+
+On the CPU (and in the simulator) it runs its loop eagerly; on a GPU each batch after the
+first is one CUDA graph replay. Either way, for the same env, policy and seeds, its batches
+equal ``torchrl.collectors.Collector``'s, ``("collector", "traj_ids")`` included.
+"""
+import pytest
+import torch
+from omegaconf import OmegaConf
+from tensordict.nn import TensorDictSequential
+from torchrl.collectors import Collector
+from torchrl.envs import RewardSum, TransformedEnv
+
+from all_envs import make
+from torchrl_warp.graphed_collector import GraphedCollector
+
+#: envs with every kind of action: discrete, MultiCategorical groups, continuous groups, groups that differ
+ENV_NAMES = ["cartpole", "tag_scan", "simple_spread", "simple_speaker_listener", "simple_world_comm_discrete"]
+ALGO = OmegaConf.create(dict(name="mappo", hidden=[16], reward_scale=1.0, clip_epsilon=0.2, entropy_coeff=0.01,
+                             critic_coeff=1.0, gamma=0.99, lmbda=0.95))
+
+
+def recipe_policy(env, seed=0):
+    """The training recipe's actors (one per group) with small networks: sampling policies."""
+    from torchrl_warp.recipes.train import GroupAgent
+
+    torch.manual_seed(seed)
+    groups = list(env.layout.groups) if env.layout.groups else [None]
+    return TensorDictSequential(*[GroupAgent(env, g, ALGO, env.device).actor for g in groups])
+
+
+def batches(cls, env, policy, n, frames_per_batch, seed=1, **kw):
+    if cls is Collector:  # our envs need no policy transforms (torchrl 0.14 warns of an InitTracker)
+        kw.update(auto_register_policy_transforms=False, device=env.device)  # its traj ids on the env's device
+    collector = cls(env, policy, frames_per_batch=frames_per_batch, total_frames=n * frames_per_batch, **kw)
+    torch.manual_seed(seed)  # after construction: Collector may run the policy once to learn its keys
+    out = list(collector)
+    collector.shutdown()
+    return out
+
+
+def assert_same_batches(ours, theirs):
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        assert a.batch_size == b.batch_size
+        assert sorted(a.keys(True, True), key=str) == sorted(b.keys(True, True), key=str)
+        for k in b.keys(True, True):
+            assert a[k].dtype == b[k].dtype, k
+            assert a[k].device == b[k].device, k
+            assert torch.equal(a[k], b[k]), k
+
+
+def compare_with_collector(name, policy_kind, device="cpu", n=3, steps=6, **kw):
+    """Our batches and Collector's, each from a fresh env seeded alike."""
+    results = []
+    for cls in (GraphedCollector, Collector):
+        env = make(name, seed=5, device=device)
+        policy = recipe_policy(env) if policy_kind == "recipe" else None
+        results.append(batches(cls, env, policy, n, env.num_envs * steps, **kw))
+    assert_same_batches(*results)
+    return results[0]
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.sim) if n == "tag_scan" else n
+                                  for n in ENV_NAMES])
+def test_batches_equal_collectors_with_the_recipes_policy(name):
+    out = compare_with_collector(name, "recipe")
+    assert out[0]["collector", "traj_ids"].shape == out[0].batch_size
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("name", ["simple_spread"])
+def test_batches_equal_collectors_with_random_actions(name):
+    compare_with_collector(name, None)
+
+
+def test_trajectory_ids_follow_the_episodes():
+    """Short episodes end inside a batch: each env that ends one takes the next free id."""
+    out = compare_with_collector("acrobot", "recipe", n=2, steps=10)  # max_steps=8: episodes end at steps 8 and 16
+    ids = torch.cat([b["collector", "traj_ids"] for b in out], dim=1)
+    assert ids[:, 0].tolist() == [0, 1, 2]
+    assert ids[:, 8].tolist() == [3, 4, 5]  # the envs ended their first episodes together, in env order
+    assert ids[:, 16].tolist() == [6, 7, 8]
+    assert len(set(ids.flatten().tolist())) == 9
+
+
+def test_without_trajectory_ids():
+    out = compare_with_collector("tag_scan", "recipe", n=2, track_traj_ids=False)
+    assert "collector" not in out[0].keys()
+
+
+def test_each_batch_is_the_callers_own():
+    env = make("cartpole", seed=0)
+    first, second = batches(GraphedCollector, env, None, 2, env.num_envs * 4)
+    kept = first.clone()
+    assert_same_batches([first], [kept])  # the second batch did not write into the first
+    assert not torch.equal(first["observation"], second["observation"])
+
+
+def test_weights_updated_in_place_are_used():
+    env = make("cartpole", seed=0)
+    policy = recipe_policy(env)
+    collector = GraphedCollector(env, policy, frames_per_batch=env.num_envs * 4, total_frames=-1)
+    collector.next()
+    other = recipe_policy(make("cartpole"), seed=3)
+    collector.update_policy_weights_(other)
+    for p, q in zip(policy.parameters(), other.parameters()):
+        assert torch.equal(p, q)
+    with pytest.raises(TypeError, match="no length"):
+        len(collector)
+
+
+def test_refusals_name_the_problem():
+    env = make("tag_scan")
+    with pytest.raises(TypeError, match="TransformedEnv \\(RewardSum\\)"):
+        GraphedCollector(TransformedEnv(env, RewardSum(in_keys=[("taggers", "reward")])), None, frames_per_batch=4)
+    with pytest.raises(ValueError, match="no multiple of the env's num_envs=2: .* use 6"):
+        GraphedCollector(env, None, frames_per_batch=5)
+    with pytest.raises(ValueError, match="frames_per_batch must be a positive int"):
+        GraphedCollector(env, None, frames_per_batch=0)
+    with pytest.raises(ValueError, match="graphs=True needs an env on a CUDA device"):
+        GraphedCollector(env, None, frames_per_batch=4, graphs=True)
+    with pytest.raises(TypeError, match="WarpEnv"):
+        GraphedCollector(object(), None, frames_per_batch=4)
+
+
+# ----- on a GPU: graphs ------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ENV_NAMES + ["acrobot", "tag_gridworld"])
+def test_graphed_batches_equal_collectors_on_the_gpu(name):
+    out = compare_with_collector(name, "recipe", device="cuda", n=4)
+    assert out[0].device.type == "cuda"
+
+
+@pytest.mark.gpu
+def test_graphed_random_actions_equal_collectors_on_the_gpu():
+    compare_with_collector("tag_grid", None, device="cuda", n=4)
+
+
+@pytest.mark.gpu
+def test_a_change_under_the_graph_builds_a_new_one():
+    """Reseeding the env or replacing the policy's parameters between batches: the graph
+    would replay the old ones, so the collector notices and builds a new graph."""
+    results = []
+    for cls in (GraphedCollector, Collector):
+        env = make("tag_scan", seed=5, device="cuda")
+        policy = recipe_policy(env)
+        kw = dict(auto_register_policy_transforms=False, device=env.device) if cls is Collector else {}
+        collector = cls(env, policy, frames_per_batch=env.num_envs * 5, total_frames=-1, **kw)
+        torch.manual_seed(1)
+        it, out = iter(collector), []
+        out += [next(it), next(it), next(it)]
+        env.set_seed(9)
+        out += [next(it), next(it)]
+        for p in policy.parameters():  # new tensors, not an in-place update
+            p.data = p.data * 0.5
+        out += [next(it), next(it), next(it)]
+        env.rollout(3)  # stepped outside the collector
+        out += [next(it), next(it)]
+        collector.shutdown()
+        results.append(out)
+    assert_same_batches(*results)
+
+
+@pytest.mark.gpu
+def test_invalid_actions_in_a_graph_raise_after_the_batch():
+    env = make("cartpole", seed=0, device="cuda")  # check_actions=True by default
+    bad = torch.zeros((), device="cuda")
+
+    def policy(td):
+        return td.set("action", torch.zeros_like(td["observation"][..., 0], dtype=torch.int64) + 2 * (bad > 0))
+
+    collector = GraphedCollector(env, policy, frames_per_batch=env.num_envs * 3, total_frames=-1)
+    collector.next(), collector.next(), collector.next()  # eager, captured, replayed: all fine
+    bad.fill_(1.0)  # the policy now writes action 2, outside Categorical(2)
+    with pytest.raises(ValueError, match="actions 'action' with NaN, infinite or out-of-spec values"):
+        collector.next()
+
+
+HOST_WAITING_POLICY = """
+import pytest, torch
+from all_envs import make
+from torchrl_warp.graphed_collector import GraphedCollector
+
+env = make("cartpole", seed=0, device="cuda")
+
+def policy(td):
+    if td["observation"].sum().item() > 1e9:  # a host sync: cannot be captured
+        pass
+    return td.set("action", torch.zeros(env.num_envs, dtype=torch.int64, device="cuda"))
+
+collector = GraphedCollector(env, policy, frames_per_batch=env.num_envs * 3, total_frames=-1)
+assert collector.next().batch_size == (env.num_envs, 3)  # the first batch runs eagerly
+before = env.state.clone()
+with pytest.raises(RuntimeError, match="could not capture a batch of CartPoleEnv with policy function.* graphs=False"):
+    collector.next()  # the capture of the second batch
+for key in before.keys(True, True):
+    assert torch.equal(env.state[key], before[key]), key  # the env did not step
+collector.graphs = False  # eager batches go on
+assert collector.next().batch_size == (env.num_envs, 3)
+print("refused, then eager")
+"""
+
+
+@pytest.mark.gpu
+def test_a_policy_that_waits_for_the_host_is_refused():
+    """In a process of its own: after a failed capture torch's CUDA generator may refuse to draw."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    proc = subprocess.run([sys.executable, "-c", HOST_WAITING_POLICY], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).parent)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("refused, then eager"), proc.stderr[-3000:]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["cartpole", "tag_scan"])
+def test_batches_handed_out_stay_as_they_were_through_later_replays(name):
+    """A replay writes the graph's own buffers only, never memory a batch handed out lives in."""
+    env = make(name, seed=5, device="cuda")
+    collector = GraphedCollector(env, recipe_policy(env), frames_per_batch=env.num_envs * 6, total_frames=-1)
+    kept, snapshots = [], []
+    for _ in range(5):
+        batch = collector.next()
+        kept.append(batch)
+        snapshots.append(batch.clone())
+    assert_same_batches(kept, snapshots)
+
+
+def test_the_how_it_works_example_runs_as_written(capsys):
+    """docs/how_it_works.md's GraphedCollector example: two batches of [4, 10], ids per env."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "how_it_works.md").read_text()
+    section = text.split("## Whole batches as CUDA graphs", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+    exec(compile(code, "how_it_works.md", "exec"), {})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("torch.Size([4, 10]) tensor([0, 1, 2, 3]")
+    assert len(lines) == 2 and lines[1].startswith("torch.Size([4, 10]) tensor([")

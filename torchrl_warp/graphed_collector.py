@@ -1,0 +1,332 @@
+"""GraphedCollector: TorchRL's ``Collector`` loop, replayed as one CUDA graph per batch.
+
+A batch of ``T = frames_per_batch / num_envs`` steps (the policy, the env's step, its
+masked reset, the trajectory ids) is captured once as a ``torch.cuda.CUDAGraph`` and
+replayed: one launch from the host per batch instead of dozens per step, which is
+what small and medium batches are made of. Each batch is the same TensorDict, key
+for key and value for value, that ``torchrl.collectors.Collector`` returns for the
+same env, policy and seeds, and it is the caller's own (a copy out of the graph's
+memory). On the CPU and in the CUDA simulator the same loop runs eagerly.
+
+What it takes (checked, with an error naming what is wrong):
+
+* ``env``: a :class:`~torchrl_warp.WarpEnv` itself. A ``TransformedEnv`` is refused:
+  TorchRL's generic step asks the host at every step whether any env is done, which a
+  graph cannot capture; apply such transforms to each batch instead.
+* ``policy``: a TensorDict module (or ``None``: random actions, the same draws as
+  TorchRL's ``RandomPolicy`` over the env's action spec, which ``Collector`` uses) whose
+  forward does not wait for the host (no ``.item()``, no data-dependent Python branch);
+  sampling from torch's generator is fine (the graph draws it on the device). A policy
+  that waits for the host is refused when the first graph is built, with the capture's
+  error (the env has not stepped; a policy cannot be screened beforehand: libraries such
+  as TorchRL's ``TanhNormal`` check their arguments on the host eagerly and skip that
+  under capture). After a failed capture torch's CUDA random generator may refuse to
+  draw for the rest of the process (torch 2.11), so try a new policy in its own process.
+
+The graph reads the policy's parameters where they are: an optimizer that updates them
+in place (every torch optimizer) needs nothing; :meth:`update_policy_weights_` copies
+new weights into them. Anything that changes what the graph captured (new parameter
+tensors, ``env.set_seed``, ``env.set_reset_pool``, stepping or resetting the env
+outside the collector) is noticed before the next batch, which then builds a new graph.
+
+With ``env.check_actions`` on, action values are checked on the device and the batch
+that held an invalid one raises after it ran (a graph cannot stop half-way): the env
+then has taken that step, so reset it before going on. With it off (the recipe's
+setting) a batch costs no host sync at all.
+
+Examples:
+    >>> from torchrl_warp.envs import CartPoleEnv
+    >>> collector = GraphedCollector(CartPoleEnv(num_envs=4, seed=0), None, frames_per_batch=40, total_frames=80)
+    >>> batches = list(collector)
+    >>> [batch.batch_size for batch in batches]
+    [torch.Size([4, 10]), torch.Size([4, 10])]
+    >>> sorted(batches[0]["collector"].keys())
+    ['traj_ids']
+"""
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterator
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from torchrl.envs import Compose, TransformedEnv
+from torchrl.data import Bounded
+from torchrl.envs.utils import ExplorationType, set_exploration_type
+
+from torchrl_warp.checks import action_violation, check_flag
+from torchrl_warp.env import WarpEnv
+
+__all__ = ["GraphedCollector"]
+
+
+class GraphedCollector:
+    """Batches of ``[num_envs, frames_per_batch / num_envs]`` steps, each replayed from a CUDA graph.
+
+    Args:
+        env: the :class:`~torchrl_warp.WarpEnv` to step (not a ``TransformedEnv``).
+        policy: a TensorDict module writing the env's action keys, or ``None`` for
+            random actions (TorchRL's ``RandomPolicy``).
+        frames_per_batch: env steps per batch, a multiple of ``env.num_envs``.
+        total_frames: stop after this many frames (the last batch is whole, as
+            ``Collector``'s); ``-1`` never stops.
+        track_traj_ids: write ``("collector", "traj_ids")`` as ``Collector`` does
+            (on the device: no host sync either way).
+        exploration_type: the exploration type the policy runs under (TorchRL's
+            ``Collector`` default: ``RANDOM``, sampling).
+        graphs: capture and replay batches as CUDA graphs; ``None``: on a CUDA env.
+            ``False`` runs the same loop eagerly (the CPU and the simulator always do).
+    """
+
+    def __init__(self, env, policy=None, *, frames_per_batch: int, total_frames: int = -1,
+                 track_traj_ids: bool = True, exploration_type: ExplorationType = ExplorationType.RANDOM,
+                 graphs: bool | None = None):
+        if isinstance(env, TransformedEnv):
+            transform = env.transform
+            names = ", ".join(type(t).__name__ for t in (transform if isinstance(transform, Compose) else [transform]))
+            raise TypeError(
+                f"GraphedCollector steps a WarpEnv itself; got a TransformedEnv ({names}). TorchRL's generic "
+                f"step asks the host whether any env is done at every step, which a CUDA graph cannot "
+                f"capture: apply the transforms to each batch, or collect with torchrl.collectors.Collector")
+        if not isinstance(env, WarpEnv):
+            raise TypeError(f"GraphedCollector steps a torchrl_warp WarpEnv, got {type(env).__name__}")
+        steps = _positive_int("frames_per_batch", frames_per_batch)
+        if steps % env.num_envs:
+            raise ValueError(f"frames_per_batch={frames_per_batch} is no multiple of the env's num_envs="
+                             f"{env.num_envs}: every batch is [num_envs, steps]; use "
+                             f"{-(-steps // env.num_envs) * env.num_envs}")
+        if total_frames != -1:
+            _positive_int("total_frames", total_frames)
+        check_flag("GraphedCollector", "track_traj_ids", track_traj_ids)
+        if graphs is None:
+            graphs = env.device.type == "cuda"
+        check_flag("GraphedCollector", "graphs", graphs)
+        if graphs and env.device.type != "cuda":
+            raise ValueError(f"graphs=True needs an env on a CUDA device; this one is on {env.device}")
+        self.env = env
+        self.policy = _RandomActions(env.full_action_spec) if policy is None else policy
+        self.frames_per_batch = steps
+        self.total_frames = total_frames
+        self.track_traj_ids = track_traj_ids
+        self.exploration_type = exploration_type
+        self.graphs = graphs
+        self._steps = steps // env.num_envs
+        self._frames = 0
+        self._graph, self._warm = None, False
+        with torch.no_grad():
+            self._carrier = env.reset()
+        if track_traj_ids:  # as Collector: env i starts trajectory i, the next new one is num_envs
+            self._carrier.set(("collector", "traj_ids"), torch.arange(env.num_envs, device=env.device))
+            self._next_traj_id = torch.full((), env.num_envs, dtype=torch.int64, device=env.device)
+        self._checks = _ActionChecks(env) if graphs and env.check_actions else None
+
+    # ----- TorchRL's collector interface ---------------------------------------------------
+    def __iter__(self) -> Iterator[TensorDictBase]:
+        return self.iterator()
+
+    def iterator(self) -> Iterator[TensorDictBase]:
+        """The batches, until ``total_frames`` (each one the caller's own)."""
+        while self.total_frames == -1 or self._frames < self.total_frames:
+            yield self.next()
+
+    def next(self) -> TensorDictBase:
+        """One batch: replayed from the graph (built on first use, rebuilt when stale) or eager."""
+        with torch.no_grad():
+            if self._graph is not None and self._graph.still_valid():
+                batch = self._graph.replay()
+            elif self.graphs and self._warm and self._graph is None:  # the last batch ran eagerly: capture
+                self._graph = _RolloutGraph(self)
+                batch = self._graph.replay()
+            else:
+                # eager: the first batch (it compiles the kernels and warms the policy up) and the one
+                # after a change the graph did not capture; the next batch is then captured
+                self._graph = None
+                batch, self._carrier = self._rollout(self._carrier)
+                self._warm = True
+        self._frames += self.frames_per_batch
+        if self._checks is not None:
+            self._checks.raise_if_any()
+        return batch
+
+    def update_policy_weights_(self, weights=None) -> None:
+        """Copy ``weights`` (a TensorDict of the policy's parameters, or a module with the same
+        parameters) into the policy, in place; ``None``: nothing to do (the graph reads the
+        policy's parameters where they are, so in-place optimizer steps are seen)."""
+        if weights is None:
+            return
+        if isinstance(weights, torch.nn.Module):
+            weights = TensorDict.from_module(weights)
+        with torch.no_grad():
+            TensorDict.from_module(self.policy).update_(weights)
+
+    def shutdown(self) -> None:
+        """Drop the graph and its memory (the env stays as it is)."""
+        self._graph, self._warm = None, False
+
+    def set_seed(self, seed: int, static_seed: bool = False) -> int:
+        """Seed the env (as ``Collector.set_seed``); the next batch builds a new graph."""
+        return self.env.set_seed(seed, static_seed=static_seed)
+
+    def state_dict(self) -> dict:
+        return {"frames": self._frames}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._frames = int(state["frames"])
+
+    def __len__(self) -> int:
+        if self.total_frames == -1:
+            raise TypeError("a GraphedCollector with total_frames=-1 has no length")
+        return -(-self.total_frames // self.frames_per_batch)
+
+    # ----- the loop ------------------------------------------------------------------------
+    def _rollout(self, carrier: TensorDictBase, keep: list | None = None) -> tuple[TensorDictBase, TensorDictBase]:
+        """``Collector.rollout`` on one env: ``T`` steps from ``carrier`` -> (the batch, the next carrier).
+        ``keep``: a list that is given every step's TensorDicts (a graph keeps its buffers)."""
+        env, steps = self.env, []
+        with set_exploration_type(self.exploration_type):
+            for _ in range(self._steps):
+                out = self.policy(carrier)
+                if out is not carrier:
+                    carrier.update(out)
+                data, following = env.step_and_maybe_reset(carrier)
+                if self._checks is not None:
+                    self._checks.note(data)
+                steps.append(data)
+                if keep is not None:
+                    keep.append((data, following))
+                if self.track_traj_ids:
+                    following.set("collector", data.get("collector").copy())
+                    following.set(("collector", "traj_ids"), self._new_traj_ids(data))
+                carrier = following
+        batch = TensorDict.maybe_dense_stack(steps, dim=1)
+        return batch.exclude(*[k for k in batch.keys(True) if _private(k)]), carrier
+
+    def _new_traj_ids(self, data: TensorDictBase) -> torch.Tensor:
+        """The trajectory ids after ``data``'s step: each env that ended one takes the next free
+        id, in env order (``Collector``'s ``masked_scatter`` of an ``arange``), on the device."""
+        ended = None
+        for key in self.env.done_keys:
+            flag = data.get(("next", *((key,) if isinstance(key, str) else key)))
+            flag = flag.reshape(self.env.num_envs, -1).any(-1)
+            ended = flag if ended is None else ended | flag
+        order = ended.cumsum(0)
+        ids = torch.where(ended, self._next_traj_id + order - 1, data.get(("collector", "traj_ids")))
+        self._next_traj_id.add_(order[-1])
+        return ids
+
+
+class _RolloutGraph:
+    """One batch of the collector's loop captured as a CUDA graph, from its current carrier.
+
+    The graph is a cycle: it starts from the carrier's tensors and the env's output buffer
+    at capture (the "anchor"), and ends by copying its last carrier and output buffer back
+    into them, so each replay starts where the previous one ended.
+
+    It holds every step's TensorDicts (the env's output buffers of the batch) for as long
+    as it lives: each replay writes them, and memory that a capture allocated and then
+    freed is not safe from the tensors allocated after it (a batch handed out earlier was
+    overwritten by the next replay on an H200 when it did not).
+    """
+
+    def __init__(self, collector: GraphedCollector):
+        env = collector.env
+        self._env = env
+        self._collector = collector
+        carrier = collector._carrier
+        outputs = env._outputs
+        env._own_outputs(copy=True)  # the anchor: an output buffer the env has not handed out
+        anchor, anchor_shift = outputs.buffer, outputs.shift
+        before = (outputs.buffer, outputs.generation, outputs._handed_out)
+        graph = torch.cuda.CUDAGraph()
+        checks_flag, env.check_actions = env.check_actions, False  # checked on the device (_ActionChecks)
+        try:
+            self._steps = []
+            with torch.cuda.device(env.device), torch.cuda.graph(graph):
+                batch, following = collector._rollout(carrier.copy(), keep=self._steps)
+                carrier.update_(following.select(*carrier.keys(True, True)))
+                anchor[: outputs.used].copy_(outputs.buffer[: outputs.used])
+                env._output_shift.fill_(anchor_shift)
+        except Exception as error:
+            outputs.buffer, outputs.generation, outputs._handed_out = before
+            raise RuntimeError(
+                f"GraphedCollector could not capture a batch of {type(env).__name__} with policy "
+                f"{type(collector.policy).__name__} as a CUDA graph ({type(error).__name__}: {error}). A "
+                f"policy in a graph must not wait for the host (.item(), a Python branch on a tensor); "
+                f"pass graphs=False to collect eagerly. The env has not stepped; torch's CUDA random "
+                f"generator may refuse to draw after a failed capture, so restart the process if it "
+                f"does") from error
+        finally:
+            env.check_actions = checks_flag
+        self._graph, self._batch = graph, batch
+        self._stamp = self._current_stamp()
+
+    def _current_stamp(self) -> tuple:
+        """What the graph captured that could change under it: the env's launch arguments and
+        output generation, the policy's parameter and buffer addresses."""
+        env, policy = self._env, self._collector.policy
+        tensors = []
+        if isinstance(policy, torch.nn.Module):
+            tensors = [t.data_ptr() for t in (*policy.parameters(), *policy.buffers())]
+        return (tuple(id(a) for a in env._args.values()), env._outputs.generation, tuple(tensors))
+
+    def still_valid(self) -> bool:
+        return self._current_stamp() == self._stamp
+
+    def replay(self) -> TensorDictBase:
+        self._graph.replay()
+        return self._batch.clone()
+
+
+class _ActionChecks:
+    """Action values checked on the device over a batch (a graph cannot raise half-way)."""
+
+    def __init__(self, env: WarpEnv):
+        self._env = env
+        self._keys = list(env._action_specs)
+        self._bad = torch.zeros(len(self._keys), dtype=torch.bool, device=env.device)
+
+    def note(self, data: TensorDictBase) -> None:
+        env = self._env
+        for i, key in enumerate(self._keys):
+            self._bad[i] |= action_violation(data.get(key), env._action_specs[key], not env.clamps_actions)
+
+    def raise_if_any(self) -> None:
+        bad = self._bad.tolist()  # the batch's one host sync (check_actions=False has none)
+        if any(bad):
+            self._bad.zero_()
+            keys = ", ".join(repr(k) for k, b in zip(self._keys, bad) if b)
+            raise ValueError(
+                f"the batch just collected had actions {keys} with NaN, infinite or out-of-spec values; the env "
+                f"has taken those steps (a graph cannot stop half-way): reset it before going on. Pass "
+                f"check_actions=False to the env to skip this check")
+
+
+class _RandomActions:
+    """TorchRL's ``RandomPolicy`` over ``spec``: the same draws from torch's generator, the same
+    values, without the host syncs of ``Bounded.rand`` (it asks the host whether a float draw
+    left its bounds before clipping it), so that it can run inside a graph."""
+
+    def __init__(self, spec):
+        self.spec = spec
+
+    def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
+        for key in self.spec.keys(True, True):  # Composite.rand's order: the generator's draws match
+            leaf = self.spec[key]
+            if isinstance(leaf, Bounded) and leaf.dtype in (torch.float, torch.double, torch.half):
+                low, high = leaf.space.low, leaf.space.high
+                draw = torch.zeros(leaf.shape, dtype=leaf.dtype, device=leaf.device).uniform_() * (high - low) + low
+                draw = torch.where(draw > high, high, torch.where(draw < low, low, draw))
+            else:
+                draw = leaf.rand()
+            tensordict.set(key, draw)
+        return tensordict
+
+
+def _positive_int(name: str, value) -> int:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return int(value)
+
+
+def _private(key) -> bool:
+    return any(k.startswith("_") for k in ((key,) if isinstance(key, str) else key))

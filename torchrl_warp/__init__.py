@@ -11,6 +11,15 @@ Examples:
     torch.Size([2, 5, 3, 1])
 """
 import importlib
+import os
+
+# In a source checkout envs/, cuda/ and recipes/ sit beside this directory; installed, they are
+# inside it (pyproject's package-dir). With the checkout's root first on sys.path (python -m
+# pytest from the root, whatever the install) this makes them the subpackages they are installed as.
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if not os.path.isdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), "envs")) and all(
+        os.path.isfile(os.path.join(_ROOT, sub, "__init__.py")) for sub in ("envs", "cuda", "recipes")):
+    __path__.append(_ROOT)
 
 from torchrl_warp.check_env import check_env  # standard library only; binds the name over its module
 

@@ -103,3 +103,16 @@ def test_example_rejects_bad_parameters(example):
         cls(num_envs=1, **{name: 1.5})
     with pytest.raises(ValueError, match=name):
         cls(num_envs=1, **{name: 0})
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(SIM, reason="Tag's kernels at the README's sizes: the CPU backend")
+def test_the_readmes_collector_example_runs_as_written(capsys):
+    """README's "Plug it into a TorchRL pipeline" block: its memory estimate and three batches.
+    Slow: Tag's CPU kernels compile for over a minute on two cores."""
+    text = (DOC.parents[1] / "README.md").read_text()
+    code = re.search(r"## Plug it into a TorchRL pipeline\n\n```python\n(.*?)^```", text, re.DOTALL | re.MULTILINE)
+    exec(compile(code.group(1), "README.md", "exec"), {})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "a collector loop needs about 1.47 GiB"
+    assert len(lines) == 4 and all(line.startswith("torch.Size([128, 50]) tensor(") for line in lines[1:])

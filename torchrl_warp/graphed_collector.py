@@ -248,9 +248,11 @@ class _RolloutGraph:
                 env._output_shift.fill_(anchor_shift)
         except Exception as error:
             outputs.buffer, outputs.generation, outputs._handed_out = before
+            first = _first_error(error)  # the capture's end reports "invalidated"; the cause came first
             raise RuntimeError(
                 f"GraphedCollector could not capture a batch of {type(env).__name__} with policy "
-                f"{type(collector.policy).__name__} as a CUDA graph ({type(error).__name__}: {error}). A "
+                f"{type(collector.policy).__name__} as a CUDA graph ({type(first).__name__}: "
+                f"{str(first).strip().splitlines()[0] if str(first).strip() else ''}). A "
                 f"policy in a graph must not wait for the host (.item(), a Python branch on a tensor); "
                 f"pass graphs=False to collect eagerly. The env has not stepped; torch's CUDA random "
                 f"generator may refuse to draw after a failed capture, so restart the process if it "
@@ -320,6 +322,15 @@ class _RandomActions:
                 draw = leaf.rand()
             tensordict.set(key, draw)
         return tensordict
+
+
+def _first_error(error: BaseException) -> BaseException:
+    """The first exception of ``error``'s chain (what it was raised while handling)."""
+    seen = {id(error)}
+    while error.__context__ is not None and id(error.__context__) not in seen:
+        error = error.__context__
+        seen.add(id(error))
+    return error
 
 
 def _positive_int(name: str, value) -> int:

@@ -11,15 +11,34 @@ Examples:
     torch.Size([2, 5, 3, 1])
 """
 import importlib
+import importlib.abc
+import importlib.util
 import os
+import sys
 
 # In a source checkout envs/, cuda/ and recipes/ sit beside this directory; installed, they are
 # inside it (pyproject's package-dir). With the checkout's root first on sys.path (python -m
-# pytest from the root, whatever the install) this makes them the subpackages they are installed as.
+# pytest from the root, whatever the install) this finder makes them the subpackages they are
+# installed as.
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_CHECKOUT_SUBPACKAGES = ("envs", "cuda", "recipes")
+
+
+class _CheckoutSubpackages(importlib.abc.MetaPathFinder):
+    """``torchrl_warp.envs`` -> ``<checkout>/envs`` (and ``cuda``, ``recipes``)."""
+
+    def find_spec(self, name, path=None, target=None):
+        package, _, sub = name.partition(".")
+        if package != __name__ or sub not in _CHECKOUT_SUBPACKAGES:
+            return None
+        directory = os.path.join(_ROOT, sub)
+        return importlib.util.spec_from_file_location(name, os.path.join(directory, "__init__.py"),
+                                                      submodule_search_locations=[directory])
+
+
 if not os.path.isdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), "envs")) and all(
-        os.path.isfile(os.path.join(_ROOT, sub, "__init__.py")) for sub in ("envs", "cuda", "recipes")):
-    __path__.append(_ROOT)
+        os.path.isfile(os.path.join(_ROOT, sub, "__init__.py")) for sub in _CHECKOUT_SUBPACKAGES):
+    sys.meta_path.append(_CheckoutSubpackages())
 
 from torchrl_warp.check_env import check_env  # standard library only; binds the name over its module
 

@@ -55,7 +55,7 @@ class BatchedMultiCategorical(MultiCategorical):
         if shape[-1] != nvec.shape[-1]:
             raise ValueError(f"the last dim of shape {tuple(shape)} must match nvec's {nvec.shape[-1]}")
         device = torch.device("cpu" if device is None else device)
-        full = nvec.expand(shape)
+        full = nvec.expand(_sample_shape(shape))
         per_dim = full.reshape(-1, shape[-1])[0]
         if not bool((full == per_dim).all()):
             raise ValueError("BatchedMultiCategorical needs the same nvec for every batch element")
@@ -71,8 +71,14 @@ class BatchedMultiCategorical(MultiCategorical):
         if self.mask is not None:
             return super().rand(shape)
         lead = torch.Size(() if shape is None else shape)
-        u = torch.rand(lead + self.shape, device=self.device)
+        u = torch.rand(lead + _sample_shape(self.shape), device=self.device)
         return torch.minimum((u * self.nvec).to(self.dtype), self.nvec - 1)
+
+
+def _sample_shape(shape) -> torch.Size:
+    """``shape`` with its dynamic dims (``-1``, as TorchRL's ``MultiAction`` declares
+    for its stacked actions) of size 1, as TorchRL's own specs sample them."""
+    return torch.Size(d if d >= 0 else 1 for d in shape)
 
 
 def batched_spec(spec, lead: tuple):

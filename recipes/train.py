@@ -48,6 +48,7 @@ from torchrl_warp.graphed_collector import GraphedCollector  # noqa: E402
 from torchrl_warp.envs import AcrobotEnv, CartPoleEnv, MountainCarContinuousEnv, MountainCarEnv, MPEEnv, PendulumEnv, \
     TagEnv, TagGridWorldEnv  # noqa: E402
 from torchrl_warp.recipes.checkpoint import load_checkpoint, restore, save_checkpoint  # noqa: E402
+from torchrl_warp.recipes.distributed import Ranks  # noqa: E402
 from torchrl_warp.recipes.config import check_config, register  # noqa: E402
 from torchrl_warp.recipes.losses import LOSSES  # noqa: E402
 from torchrl_warp.recipes.metrics import (  # noqa: E402
@@ -134,7 +135,7 @@ class Standardize(torch.nn.Module):
         return torch.addcmul(self.shift, x, self.inv_scale)
 
 
-def observation_stats(env, groups, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+def observation_stats(env, groups, steps: int, ranks: Ranks = Ranks()) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-feature mean and scale of the observations of ``steps`` random-action steps,
     accumulated step by step (a stored rollout of a large batch of envs would not fit
     in memory).
@@ -153,13 +154,16 @@ def observation_stats(env, groups, steps: int) -> tuple[torch.Tensor, torch.Tens
             obs = torch.cat([out["next", key(g, "observation")].reshape(-1, dim) for g in groups])
             obs = obs.double()
             total, total_sq, count = total + obs.sum(0), total_sq + obs.square().sum(0), count + obs.shape[0]
+        count = torch.tensor(float(count), dtype=torch.float64, device=total.device)
+        ranks.sum_(total, total_sq, count)  # every rank's rollout (torchrun): every rank normalises alike
+        count = count.item()
         loc = total / count
         std = (total_sq / count - loc.square()).clamp_min(0).mul(count / max(count - 1, 1)).sqrt()
     loc, std = loc.float(), std.float()
     return loc, torch.where(std > 1e-3, std, torch.ones_like(std))
 
 
-def observation_stats_by_group(env, groups, steps: int) -> dict:
+def observation_stats_by_group(env, groups, steps: int, ranks: Ranks = Ranks()) -> dict:
     """:func:`observation_stats` of each group's own observations (MPE: groups whose
     observations differ in size and meaning, simple_tag's adversaries and good agents):
     ``{group: (loc, scale)}``, from one random-action rollout."""
@@ -177,6 +181,9 @@ def observation_stats_by_group(env, groups, steps: int) -> dict:
                 count[g] += obs.shape[0]
     stats = {}
     for g in groups:
+        count[g] = torch.tensor(float(count[g]), dtype=torch.float64, device=total[g].device)
+        ranks.sum_(total[g], total_sq[g], count[g])  # every rank's rollout (torchrun)
+        count[g] = count[g].item()
         loc = total[g] / count[g]
         std = (total_sq[g] / count[g] - loc.square()).clamp_min(0).mul(count[g] / max(count[g] - 1, 1)).sqrt()
         loc, std = loc.float(), std.float()
@@ -477,29 +484,36 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     :func:`~torchrl_warp.recipes.checkpoint.load_checkpoint`).
     """
     imports_seconds = seconds_since_launch()  # Python, torch, TorchRL, Numba, Hydra's config
+    ranks = Ranks.from_environment()  # torchrun's ranks (recipes/distributed.py), or this process alone
+    if not ranks.is_main:
+        log.setLevel(logging.WARNING)  # rank 0 reports the run
     log.info("run directory: %s", out_dir)
     check_config(cfg)  # every value in its range, the algo fits the env
     # tensors and plain data, fitting cfg (env.params compared as the env resolves them)
     ckpt = load_checkpoint(cfg.resume, cfg, env_defaults(cfg)) if cfg.resume else None
-    frames_per_batch = cfg.env.num_envs * cfg.env.steps_per_batch
-    total_frames = whole_batches(cfg.env.total_frames, frames_per_batch)
+    frames_per_batch = cfg.env.num_envs * cfg.env.steps_per_batch  # of each rank
+    total_frames = whole_batches(cfg.env.total_frames, frames_per_batch * ranks.world)  # of all ranks
     if total_frames != cfg.env.total_frames:
         log.info("env.total_frames=%d rounded up to %d: whole batches of %d frames (env.num_envs x "
-                 "env.steps_per_batch)", cfg.env.total_frames, total_frames, frames_per_batch)
+                 "env.steps_per_batch%s)", cfg.env.total_frames, total_frames, frames_per_batch * ranks.world,
+                 f" x {ranks.world} ranks" if ranks.distributed else "")
     if ckpt is not None and ckpt["frames"] >= total_frames:
         log.info("nothing to do: %s has already trained %d of %d frames (raise env.total_frames to "
                  "train on)", cfg.resume, ckpt["frames"], total_frames)
         return {"frames": ckpt["frames"], "frames_this_run": 0, "finished_before": True}
-    device = pick_device(cfg.device)
+    device = ranks.start(pick_device(cfg.device))  # a rank's own GPU (cuda:<local rank>) under torchrun
+    if ranks.distributed:
+        log.info("%d ranks (torchrun): %d envs each, gradients averaged over the ranks every step",
+                 ranks.world, cfg.env.num_envs)
     torch.manual_seed(cfg.seed)
     torch.set_float32_matmul_precision(cfg.algo.matmul_precision.value)
-    env = make_env(cfg, device, cfg.env.num_envs, cfg.seed)
+    env = make_env(cfg, device, cfg.env.num_envs, cfg.seed + ranks.rank)
     groups = list(env.layout.groups) if env.layout.groups else [None]
     # with obs_norm the stats are buffers of the networks: a resumed run loads them from the checkpoint
     # (MPE: each group's own, its observations its own kind; Tag: one set for both groups)
     per_group = cfg.env.name == "mpe"
     stats_of = observation_stats_by_group if per_group else observation_stats
-    obs_stats = stats_of(env, groups, cfg.env.steps_per_batch) if cfg.algo.obs_norm else None
+    obs_stats = stats_of(env, groups, cfg.env.steps_per_batch, ranks) if cfg.algo.obs_norm else None
     agents = torch.nn.ModuleDict({
         g or "agent": GroupAgent(env, g, cfg.algo, device, obs_stats[g] if per_group and obs_stats else obs_stats)
         for g in groups})
@@ -507,13 +521,15 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     # fused: one kernel for every parameter's update (CartPole, H200: 7.7 -> 6.4 ms of host
     # time per gradient step, docs/benchmarks.md); a graph-captured step needs a capturable
     # optimizer, its lr a tensor (changed in place: a captured float would stay fixed)
-    graphed = cfg.algo.cudagraph_update and device.type == "cuda"
+    # several ranks: an eager update (its all-reduce of the gradients is not captured in a graph)
+    graphed = cfg.algo.cudagraph_update and device.type == "cuda" and not ranks.distributed
     lr = torch.tensor(cfg.algo.lr, device=device) if graphed else cfg.algo.lr
     optimizer = torch.optim.Adam(agents.parameters(), lr=lr, fused=device.type == "cuda", capturable=graphed)
     frames_done, iteration = 0, 0
     if ckpt is not None:  # Adam's moments from the checkpoint, its options this run's (device, graphs)
         frames_done, iteration = restore(ckpt, cfg.resume, agents, optimizer)
-    frames_at_start = frames_done  # the figures count this process's frames
+    ranks.broadcast_(agents)  # every rank starts from rank 0's parameters
+    frames_at_start = frames_done  # the figures count this process's frames (all ranks')
 
     policy = TensorDictSequential(*[agents_by_group[g].actor for g in groups])
     # the batches, advantages, replay buffer and an update's temporaries, before any is allocated
@@ -528,10 +544,10 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     log.info("memory: about %s on %s for batches, advantages, replay buffer and updates", gib(needed), device)
     if cfg.env.graphed_rollout and device.type == "cuda":  # each batch one CUDA graph replay
         collector = GraphedCollector(env, policy, frames_per_batch=frames_per_batch,
-                                     total_frames=total_frames - frames_done, track_traj_ids=False)
+                                     total_frames=(total_frames - frames_done) // ranks.world, track_traj_ids=False)
     else:
         collector = Collector(env, policy, frames_per_batch=frames_per_batch,
-                              total_frames=total_frames - frames_done,
+                              total_frames=(total_frames - frames_done) // ranks.world,
                               device=device, storing_device=device, no_cuda_sync=True,
                               # GAE needs done flags only; trajectory ids cost a host sync per step
                               track_traj_ids=False,
@@ -547,28 +563,28 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     buffer = ReplayBuffer(storage=LazyTensorStorage(frames_per_batch, device=device),
                           sampler=SamplerWithoutReplacement(drop_last=True), batch_size=minibatch_size)
     tracker = EpisodeTracker(groups, cfg.env.num_envs, device)
-    logger = make_logger(cfg.logger, out_dir)
+    logger = make_logger(cfg.logger, out_dir) if ranks.is_main else None
     checkpoint_path = os.path.join(out_dir, "checkpoint.pt")
     history = []
     agent_steps_per_frame = env.num_agents
     train_start = time.perf_counter()
     setup_seconds = seconds_since_launch() - imports_seconds  # envs, kernels compiled, obs stats, networks
-    pbar = tqdm(total=total_frames, initial=frames_done, unit="frames")
+    pbar = tqdm(total=total_frames, initial=frames_done, unit="frames", disable=not ranks.is_main)
     # no cast cache under a captured step: a cached cast would be a tensor of the capture
     amp = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.algo.amp, cache_enabled=not graphed)
     clock = Stopwatch(device)
-    gradient_step = GradientStep(agents, agents_by_group, optimizer, cfg.algo, amp, graphed, device)
+    gradient_step = GradientStep(agents, agents_by_group, optimizer, cfg.algo, amp, graphed, device, ranks)
     profiler = IterationProfiler(cfg.profile_iteration, iteration, device, out_dir)
     for batch in collector:
         collect_s = clock.lap()
         iteration += 1
-        frames_done += batch.numel()
+        frames_done += batch.numel() * ranks.world
         tracker.update(batch)
         with_group_done_flags(batch, groups)  # MPE: its root done flags, per agent for the losses
         with torch.no_grad():
             for g in groups:
                 agents_by_group[g].advantage(batch)
-        left = annealed(frames_done - batch.numel(), total_frames) if cfg.algo.anneal_lr else 1.0
+        left = annealed(frames_done - batch.numel() * ranks.world, total_frames) if cfg.algo.anneal_lr else 1.0
         lr_now = cfg.algo.lr * left
         set_lr(optimizer, lr_now)
         buffer.empty()
@@ -591,16 +607,21 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
         for name, value in row.items():
             if logger is not None and name != "frames":
                 logger.log_scalar(name, value, step=frames_done)
-        pbar.update(batch.numel())
+        pbar.update(batch.numel() * ranks.world)
         pbar.set_postfix({k: f"{v:.3g}" for k, v in row.items() if k.startswith("return/")})
-        if iteration % cfg.checkpoint_every == 0:
+        if iteration % cfg.checkpoint_every == 0 and ranks.is_main:
             save_checkpoint(checkpoint_path, agents, optimizer, frames_done, iteration, cfg)
-        if cfg.time_limit_s and time.perf_counter() - train_start > cfg.time_limit_s:
+        # every rank stops at the same batch (each gradient step waits for all of them)
+        if cfg.time_limit_s and ranks.any(time.perf_counter() - train_start > cfg.time_limit_s, device):
             break
     pbar.close()
     collector.shutdown()
     train_seconds = time.perf_counter() - train_start
     frames_this_run = frames_done - frames_at_start
+    ranks_agree = ranks.parameters_agree(agents)  # averaged gradients kept every rank's parameters equal
+    if not ranks.is_main:  # rank 0 evaluates and writes the run
+        ranks.stop()
+        return {"rank": ranks.rank, "frames": frames_done, "ranks_agree": ranks_agree}
     save_checkpoint(checkpoint_path, agents, optimizer, frames_done, iteration, cfg)
     eval_start = time.perf_counter()
     evaluation = evaluate(cfg, agents_by_group, device)
@@ -610,6 +631,7 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
         "agent_steps": frames_this_run * agent_steps_per_frame, "train_seconds": train_seconds,
         "agent_steps_per_s": frames_this_run * agent_steps_per_frame / train_seconds,
         "final": history[-1] if history else {}, **evaluation,
+        **({"ranks": ranks.world, "ranks_agree": ranks_agree} if ranks.distributed else {}),
         # where the wall time went: launch -> imports -> setup -> training -> evaluation
         "imports_seconds": imports_seconds, "setup_seconds": setup_seconds,
         "eval_seconds": time.perf_counter() - eval_start, "wall_seconds_since_launch": seconds_since_launch(),
@@ -626,6 +648,7 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
         video = record(cfg, agents_by_group, device, os.path.join(out_dir, "video.gif"))
         log.info("video.gif: %d frames of env 0 (python -m torchrl_warp.recipes.play checkpoint=%s for more)",
                  video["frames"], checkpoint_path)
+    ranks.stop()
     return summary
 
 
@@ -695,8 +718,9 @@ class GradientStep:
     the graph's input buffers, so it must have the same keys and shapes every step.
     """
 
-    def __init__(self, agents, agents_by_group, optimizer, algo, amp, graphed: bool, device):
+    def __init__(self, agents, agents_by_group, optimizer, algo, amp, graphed: bool, device, ranks: Ranks = Ranks()):
         self.agents, self.agents_by_group, self.optimizer = agents, agents_by_group, optimizer
+        self.ranks = ranks
         self.max_grad_norm, self.amp = algo.max_grad_norm, amp
         self._step = self._eager
         if graphed:
@@ -717,6 +741,7 @@ class GradientStep:
                 losses.update({f"{k}/{g or 'agent'}": v for k, v in parts.items()})
         self.optimizer.zero_grad(set_to_none=True)
         total.backward()
+        self.ranks.average_gradients_(self.agents.parameters())  # torchrun: the mean of the ranks' gradients
         torch.nn.utils.clip_grad_norm_(self.agents.parameters(), self.max_grad_norm)
         self.optimizer.step()
         return TensorDict(losses, batch_size=[])

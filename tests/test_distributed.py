@@ -44,13 +44,24 @@ def test_each_step_averages_the_ranks_gradients(tmp_path):
     assert differs  # the ranks' minibatches differ: the mean is not either rank's own gradient
 
 
-def test_two_ranks_train_cartpole_together(tmp_path):
-    proc = subprocess.run([*TORCHRUN, "-m", "torchrl_warp.recipes.train", f"hydra.run.dir={tmp_path}", "device=cpu",
-                           "env.num_envs=4", "env.steps_per_batch=16", "env.total_frames=500", "algo.minibatch_size=32",
-                           "algo.epochs=2", "eval_envs=4", "video=false"], capture_output=True, text=True, timeout=600)
+TINY = ["device=cpu", "env.num_envs=4", "env.steps_per_batch=16", "algo.minibatch_size=32", "algo.epochs=2",
+        "eval_envs=4", "video=false"]
+
+
+def test_two_ranks_train_cartpole_together_and_one_resumes(tmp_path):
+    proc = subprocess.run([*TORCHRUN, "-m", "torchrl_warp.recipes.train", f"hydra.run.dir={tmp_path}", *TINY,
+                           "env.total_frames=500"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["ranks"] == 2 and summary["ranks_agree"] is True
     assert summary["frames"] == 512  # 500 rounded up to whole batches of 2 ranks x 4 envs x 16 steps
     assert torch.load(tmp_path / "checkpoint.pt", weights_only=False)["frames"] == 512
     assert "2 ranks (torchrun): 4 envs each" in (tmp_path / "train.log").read_text()
+    # the 2-rank checkpoint, resumed by one process
+    resumed = tmp_path / "resumed"
+    proc = subprocess.run([sys.executable, "-m", "torchrl_warp.recipes.train", f"hydra.run.dir={resumed}", *TINY,
+                           "env.total_frames=1024", f"resume={tmp_path / 'checkpoint.pt'}"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((resumed / "summary.json").read_text())
+    assert (summary["frames"], summary["frames_this_run"]) == (1024, 512) and "ranks" not in summary

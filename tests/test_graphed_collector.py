@@ -242,3 +242,36 @@ def test_the_how_it_works_example_runs_as_written(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("torch.Size([4, 10]) tensor([0, 1, 2, 3]")
     assert len(lines) == 2 and lines[1].startswith("torch.Size([4, 10]) tensor([")
+
+
+def test_collectors_arguments_are_taken_or_refused_by_name():
+    """A Collector(...) call takes GraphedCollector by its name: postproc and split_trajs as
+    Collector applies them, devices and no-ops accepted, the rest refused saying why."""
+    calls = []
+
+    def postproc(batch):
+        calls.append(batch.batch_size)
+        return batch.set("seen", torch.ones(batch.batch_size))
+
+    results = []
+    for cls in (GraphedCollector, Collector):
+        env = make("acrobot", seed=5)  # episodes of 8 steps: a batch of 10 steps splits
+        kw = dict(frames_per_batch=env.num_envs * 10, total_frames=env.num_envs * 20)
+        extra = dict(auto_register_policy_transforms=False) if cls is Collector else {}
+        collector = cls(env, recipe_policy(env), device=env.device, storing_device="cpu", no_cuda_sync=True,
+                        split_trajs=True, postproc=postproc, **kw, **extra)
+        torch.manual_seed(1)
+        results.append(list(collector))
+    assert_same_batches(*results)
+    assert results[0][0].batch_size[0] > env.num_envs and "seen" in results[0][0].keys()  # split by trajectory, post-processed
+    assert calls[0] == results[0][0].batch_size
+
+    env = make("cartpole", seed=0)
+    for bad, match in [(dict(reset_at_each_iter=True), "reset_at_each_iter=True does not apply.*a reset between"),
+                       (dict(max_frames_per_traj=5), "max_frames_per_traj=5 does not apply"),
+                       (dict(storing_device="meta"), "storing_device='meta'.*on the env's device"),
+                       (dict(split_trajs=True, track_traj_ids=False), "split_trajs=True .* needs track_traj_ids")]:
+        with pytest.raises(ValueError, match=match):
+            GraphedCollector(env, None, frames_per_batch=env.num_envs * 2, **bad)
+    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['frames_per_batches'\]"):
+        GraphedCollector(env, None, frames_per_batch=env.num_envs * 2, frames_per_batches=3)

@@ -52,6 +52,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from torchrl.envs import Compose, TransformedEnv
 from torchrl.data import Bounded
+from torchrl.collectors.utils import split_trajectories
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from torchrl_warp.checks import action_violation, check_flag
@@ -76,11 +77,19 @@ class GraphedCollector:
             ``Collector`` default: ``RANDOM``, sampling).
         graphs: capture and replay batches as CUDA graphs; ``None``: on a CUDA env.
             ``False`` runs the same loop eagerly (the CPU and the simulator always do).
+        **collector_kwargs: ``Collector``'s other arguments, so that a ``Collector(...)``
+            call takes this class by its name alone. ``postproc`` and ``split_trajs`` apply
+            to each batch as ``Collector`` applies them; the devices may be ``None`` or the
+            env's (everything stays there); ``no_cuda_sync``, ``trust_policy`` and
+            ``cudagraph_policy`` change nothing (no sync, and the policy is in the graph).
+            Any other at a value other than ``Collector``'s default is a ``ValueError``
+            saying why it does not apply, and a name ``Collector`` does not take is a
+            ``TypeError``.
     """
 
     def __init__(self, env, policy=None, *, frames_per_batch: int, total_frames: int = -1,
                  track_traj_ids: bool = True, exploration_type: ExplorationType = ExplorationType.RANDOM,
-                 graphs: bool | None = None):
+                 graphs: bool | None = None, **collector_kwargs):
         if isinstance(env, TransformedEnv):
             transform = env.transform
             names = ", ".join(type(t).__name__ for t in (transform if isinstance(transform, Compose) else [transform]))
@@ -119,6 +128,10 @@ class GraphedCollector:
             self._carrier.set(("collector", "traj_ids"), torch.arange(env.num_envs, device=env.device))
             self._next_traj_id = torch.full((), env.num_envs, dtype=torch.int64, device=env.device)
         self._checks = _ActionChecks(env) if graphs and env.check_actions else None
+        self.postproc, self.split_trajs = _collector_options(env, collector_kwargs)
+        if self.split_trajs and not track_traj_ids:
+            raise ValueError("split_trajs=True splits batches by ('collector', 'traj_ids'): it needs "
+                             "track_traj_ids=True")
 
     # ----- TorchRL's collector interface ---------------------------------------------------
     def __iter__(self) -> Iterator[TensorDictBase]:
@@ -146,6 +159,10 @@ class GraphedCollector:
         self._frames += self.frames_per_batch
         if self._checks is not None:
             self._checks.raise_if_any()
+        if self.split_trajs:
+            batch = split_trajectories(batch, prefix="collector")
+        if self.postproc is not None:
+            batch = self.postproc(batch)
         return batch
 
     def update_policy_weights_(self, weights=None) -> None:
@@ -331,6 +348,64 @@ def _first_error(error: BaseException) -> BaseException:
         error = error.__context__
         seen.add(id(error))
     return error
+
+
+#: Collector's arguments that apply here only at Collector's default, and why
+_DEFAULT_ONLY = {
+    "max_frames_per_traj": (None, "trajectories end where the env's episodes end (add a time limit to the env)"),
+    "init_random_frames": (None, "the policy runs from the first frame (pass policy=None for random actions)"),
+    "reset_at_each_iter": (False, "a reset between batches is not part of the captured loop (call env.reset() and "
+                                  "a new GraphedCollector)"),
+    "reset_when_done": (True, "the env's masked reset is part of every step"),
+    "return_same_td": (False, "each batch is a TensorDict of the caller's own"),
+    "compile_policy": (None, "the policy is captured as it is, not compiled"),
+    "auto_register_policy_transforms": (None, "transforms would wrap the env in a TransformedEnv"),
+    "interruptor": (None, "a batch is one replay, which cannot stop half-way"),
+    "replay_buffer": (None, "batches are returned, not written to a buffer"),
+    "extend_buffer": (True, "batches are returned, not written to a buffer"),
+    "set_truncated": (False, "the env's own truncated flags are kept"),
+    "use_buffers": (None, "the graph's own buffers are used"),
+    "policy_factory": (None, "one policy, in this process"),
+    "backend": (None, "one env in this process"), "backend_options": (None, "one env in this process"),
+    "num_collectors": (None, "one env in this process"), "sync": (None, "one env in this process"),
+    "create_env_kwargs": (None, "the env is given built"),
+    "weight_updater": (None, "the graph reads the policy's parameters in place"),
+    "weight_sync_schemes": (None, "the graph reads the policy's parameters in place"),
+    "weight_recv_schemes": (None, "the graph reads the policy's parameters in place"),
+    "track_policy_version": (False, "the graph reads the policy's parameters in place"),
+    "worker_idx": (None, "one env in this process"),
+    "trajs_per_batch": (None, "batches are [num_envs, frames_per_batch / num_envs]"),
+    "trajs_per_write": (None, "batches are returned, not written"),
+    "traj_format": (None, "batches are [num_envs, frames_per_batch / num_envs]"),
+    "pre_collect_hook": (None, "the batch's steps are one replay"),
+    "post_collect_hook": (None, "use postproc"),
+    "compact_obs": (False, "each step's observations are kept as the env hands them out"),
+}
+_NO_OPS = ("no_cuda_sync", "trust_policy", "cudagraph_policy")  # no sync anyway; the policy is in the graph
+_DEVICES = ("device", "storing_device", "policy_device", "env_device")
+
+
+def _collector_options(env, kwargs: dict) -> tuple:
+    """Check ``Collector``'s arguments given to a GraphedCollector; -> (postproc, split_trajs)."""
+    known = {*_DEFAULT_ONLY, *_NO_OPS, *_DEVICES, "postproc", "split_trajs"}
+    unknown = sorted(set(kwargs) - known)
+    if unknown:
+        raise TypeError(f"GraphedCollector got unexpected keyword arguments {unknown}; it takes Collector's "
+                        f"arguments: {sorted(known)}")
+    for name in _DEVICES:
+        value = kwargs.get(name)
+        if value is not None and torch.device(value) != env.device and not (
+                torch.device(value).type == env.device.type == "cuda" and torch.device(value).index is None):
+            raise ValueError(f"{name}={value!r}: a GraphedCollector keeps the policy, the env and its batches "
+                             f"on the env's device ({env.device}); move a batch with batch.to(...)")
+    for name, (default, why) in _DEFAULT_ONLY.items():
+        if name in kwargs and kwargs[name] != default and not (default is None and kwargs[name] in (False, -1, 0)):
+            raise ValueError(f"{name}={kwargs[name]!r} does not apply to a GraphedCollector: {why}")
+    postproc = kwargs.get("postproc")
+    if postproc is not None and not callable(postproc):
+        raise TypeError(f"postproc must be callable, got {type(postproc).__name__}")
+    split = kwargs.get("split_trajs")
+    return postproc, bool(split)
 
 
 def _positive_int(name: str, value) -> int:

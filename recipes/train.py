@@ -154,11 +154,18 @@ def observation_stats(env, groups, steps: int, ranks: Ranks = Ranks()) -> tuple[
             obs = torch.cat([out["next", key(g, "observation")].reshape(-1, dim) for g in groups])
             obs = obs.double()
             total, total_sq, count = total + obs.sum(0), total_sq + obs.square().sum(0), count + obs.shape[0]
-        count = torch.tensor(float(count), dtype=torch.float64, device=total.device)
-        ranks.sum_(total, total_sq, count)  # every rank's rollout (torchrun): every rank normalises alike
-        count = count.item()
-        loc = total / count
-        std = (total_sq / count - loc.square()).clamp_min(0).mul(count / max(count - 1, 1)).sqrt()
+    return _loc_and_scale(total, total_sq, count, ranks)
+
+
+def _loc_and_scale(total, total_sq, count: int, ranks: Ranks) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and scale (1 where the deviation is tiny) from float64 sums over ``count`` rows,
+    summed over every rank's rollout first (torchrun: every rank normalises alike)."""
+    if ranks.distributed:
+        counts = torch.tensor(float(count), dtype=torch.float64, device=total.device)
+        ranks.sum_(total, total_sq, counts)
+        count = counts.item()
+    loc = total / count
+    std = (total_sq / count - loc.square()).clamp_min(0).mul(count / max(count - 1, 1)).sqrt()
     loc, std = loc.float(), std.float()
     return loc, torch.where(std > 1e-3, std, torch.ones_like(std))
 
@@ -179,16 +186,7 @@ def observation_stats_by_group(env, groups, steps: int, ranks: Ranks = Ranks()) 
                 obs = obs.reshape(-1, obs.shape[-1]).double()
                 total[g], total_sq[g] = total[g] + obs.sum(0), total_sq[g] + obs.square().sum(0)
                 count[g] += obs.shape[0]
-    stats = {}
-    for g in groups:
-        count[g] = torch.tensor(float(count[g]), dtype=torch.float64, device=total[g].device)
-        ranks.sum_(total[g], total_sq[g], count[g])  # every rank's rollout (torchrun)
-        count[g] = count[g].item()
-        loc = total[g] / count[g]
-        std = (total_sq[g] / count[g] - loc.square()).clamp_min(0).mul(count[g] / max(count[g] - 1, 1)).sqrt()
-        loc, std = loc.float(), std.float()
-        stats[g] = (loc, torch.where(std > 1e-3, std, torch.ones_like(std)))
-    return stats
+    return {g: _loc_and_scale(total[g], total_sq[g], count[g], ranks) for g in groups}
 
 
 def with_group_done_flags(batch, groups):
@@ -578,13 +576,14 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     for batch in collector:
         collect_s = clock.lap()
         iteration += 1
-        frames_done += batch.numel() * ranks.world
+        batch_frames = batch.numel() * ranks.world  # every rank's batch
+        frames_done += batch_frames
         tracker.update(batch)
         with_group_done_flags(batch, groups)  # MPE: its root done flags, per agent for the losses
         with torch.no_grad():
             for g in groups:
                 agents_by_group[g].advantage(batch)
-        left = annealed(frames_done - batch.numel() * ranks.world, total_frames) if cfg.algo.anneal_lr else 1.0
+        left = annealed(frames_done - batch_frames, total_frames) if cfg.algo.anneal_lr else 1.0
         lr_now = cfg.algo.lr * left
         set_lr(optimizer, lr_now)
         buffer.empty()
@@ -607,7 +606,7 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
         for name, value in row.items():
             if logger is not None and name != "frames":
                 logger.log_scalar(name, value, step=frames_done)
-        pbar.update(batch.numel() * ranks.world)
+        pbar.update(batch_frames)
         pbar.set_postfix({k: f"{v:.3g}" for k, v in row.items() if k.startswith("return/")})
         if iteration % cfg.checkpoint_every == 0 and ranks.is_main:
             save_checkpoint(checkpoint_path, agents, optimizer, frames_done, iteration, cfg)

@@ -112,6 +112,10 @@ class GraphedCollector:
         check_flag("GraphedCollector", "graphs", graphs)
         if graphs and env.device.type != "cuda":
             raise ValueError(f"graphs=True needs an env on a CUDA device; this one is on {env.device}")
+        self.postproc, self.split_trajs = _collector_options(env, collector_kwargs)
+        if self.split_trajs and not track_traj_ids:
+            raise ValueError("split_trajs=True splits batches by ('collector', 'traj_ids'): it needs "
+                             "track_traj_ids=True")
         self.env = env
         self.policy = _RandomActions(env.full_action_spec) if policy is None else policy
         self.frames_per_batch = steps
@@ -128,10 +132,6 @@ class GraphedCollector:
             self._carrier.set(("collector", "traj_ids"), torch.arange(env.num_envs, device=env.device))
             self._next_traj_id = torch.full((), env.num_envs, dtype=torch.int64, device=env.device)
         self._checks = _ActionChecks(env) if graphs and env.check_actions else None
-        self.postproc, self.split_trajs = _collector_options(env, collector_kwargs)
-        if self.split_trajs and not track_traj_ids:
-            raise ValueError("split_trajs=True splits batches by ('collector', 'traj_ids'): it needs "
-                             "track_traj_ids=True")
 
     # ----- TorchRL's collector interface ---------------------------------------------------
     def __iter__(self) -> Iterator[TensorDictBase]:

@@ -97,6 +97,27 @@ def test_each_batch_is_the_callers_own():
     assert not torch.equal(first["observation"], second["observation"])
 
 
+@pytest.mark.parametrize("name", ["cartpole", "simple_speaker_listener"])
+def test_env_outputs_are_written_where_the_batch_reads_them(name):
+    """After the first batch, the env writes each step's outputs into time-major slabs and the
+    batch's env outputs are views of them (no stacking copy); the other entries are stacked."""
+    env = make(name, seed=0)
+    collector = GraphedCollector(env, recipe_policy(env), frames_per_batch=env.num_envs * 5, total_frames=-1)
+    collector.next(), collector.next()
+    slabs = collector._graph._slabs
+    with torch.no_grad():
+        batch = collector._graph._cycle()
+
+    def in_slabs(t):
+        return any(s.data_ptr() <= t.data_ptr() < s.data_ptr() + s.numel() for s in (slabs.next, slabs.root))
+    for key in env._outputs.hand_out(with_reward=True).keys(True, True):
+        assert in_slabs(batch["next", key]), key
+    roots = list(env._outputs.hand_out(with_reward=False).keys(True, True))
+    assert roots and all(in_slabs(batch[key]) for key in roots)
+    assert not any(in_slabs(batch[key]) for key in batch.keys(True, True) if key not in roots and key[0] != "next")
+    assert batch.batch_size == (env.num_envs, 5)
+
+
 def test_weights_updated_in_place_are_used():
     env = make("cartpole", seed=0)
     policy = recipe_policy(env)

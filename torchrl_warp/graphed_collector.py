@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 
 import torch
 from tensordict import TensorDict, TensorDictBase
@@ -147,8 +148,8 @@ class GraphedCollector:
         with torch.no_grad():
             if self._graph is not None and self._graph.still_valid():
                 batch = self._graph.replay()
-            elif self.graphs and self._warm and self._graph is None:  # the last batch ran eagerly: capture
-                self._graph = _RolloutGraph(self)
+            elif self._warm and self._graph is None:  # the last batch ran eagerly: capture (or not)
+                self._graph = _RolloutGraph(self, capture=self.graphs)
                 batch = self._graph.replay()
             else:
                 # eager: the first batch (it compiles the kernels and warms the policy up) and the one
@@ -196,11 +197,14 @@ class GraphedCollector:
         return -(-self.total_frames // self.frames_per_batch)
 
     # ----- the loop ------------------------------------------------------------------------
-    def _rollout(self, carrier: TensorDictBase, keep: list | None = None) -> tuple[TensorDictBase, TensorDictBase]:
+    def _rollout(self, carrier: TensorDictBase, keep: list | None = None,
+                 slabs: "_Slabs | None" = None) -> tuple[TensorDictBase, TensorDictBase]:
         """``Collector.rollout`` on one env: ``T`` steps from ``carrier`` -> (the batch, the next carrier).
-        ``keep``: a list that is given every step's TensorDicts (a graph keeps its buffers)."""
+        ``keep``: a list that is given every step's TensorDicts (a graph keeps its buffers).
+        ``slabs``: the env writes its outputs there, and the batch's env outputs are views of
+        them (no stacking copy); else the batch is the steps stacked."""
         env, steps = self.env, []
-        with set_exploration_type(self.exploration_type):
+        with set_exploration_type(self.exploration_type), (slabs.allocating() if slabs else nullcontext()):
             for _ in range(self._steps):
                 out = self.policy(carrier)
                 if out is not carrier:
@@ -215,7 +219,7 @@ class GraphedCollector:
                     following.set("collector", data.get("collector").copy())
                     following.set(("collector", "traj_ids"), self._new_traj_ids(data))
                 carrier = following
-        batch = TensorDict.maybe_dense_stack(steps, dim=1)
+        batch = slabs.stack(steps) if slabs else TensorDict.maybe_dense_stack(steps, dim=1)
         return batch.exclude(*[k for k in batch.keys(True) if _private(k)]), carrier
 
     def _new_traj_ids(self, data: TensorDictBase) -> torch.Tensor:
@@ -235,49 +239,58 @@ class GraphedCollector:
 class _RolloutGraph:
     """One batch of the collector's loop captured as a CUDA graph, from its current carrier.
 
-    The graph is a cycle: it starts from the carrier's tensors and the env's output buffer
-    at capture (the "anchor"), and ends by copying its last carrier and output buffer back
-    into them, so each replay starts where the previous one ended.
+    The env writes the batch's outputs straight into time-major slabs (:class:`_Slabs`), and
+    the batch's env outputs are views of them, so a replay copies each step's outputs once
+    (the caller's batch, at :meth:`replay`) instead of stacking them first. The graph is a
+    cycle from a carrier whose env outputs are the slabs' first root slot: it begins by
+    copying the last root slot (where the previous batch ended) into it, and ends by copying
+    its last carrier's other entries (trajectory ids...) into the carrier's. Uncaptured
+    (``capture=False``, on the CPU and the simulator) the same cycle runs eagerly.
 
-    It holds every step's TensorDicts (the env's output buffers of the batch) for as long
-    as it lives: each replay writes them, and memory that a capture allocated and then
+    It holds every step's TensorDicts (what the policy and the trajectory ids wrote) for as
+    long as it lives: each replay writes them, and memory that a capture allocated and then
     freed is not safe from the tensors allocated after it (a batch handed out earlier was
     overwritten by the next replay on an H200 when it did not).
     """
 
-    def __init__(self, collector: GraphedCollector):
+    def __init__(self, collector: GraphedCollector, capture: bool = True):
         env = collector.env
         self._env = env
         self._collector = collector
-        carrier = collector._carrier
         outputs = env._outputs
-        env._own_outputs(copy=True)  # the anchor: an output buffer the env has not handed out
-        anchor, anchor_shift = outputs.buffer, outputs.shift
-        before = (outputs.buffer, outputs.generation, outputs._handed_out)
-        graph = torch.cuda.CUDAGraph()
-        checks_flag, env.check_actions = env.check_actions, False  # checked on the device (_ActionChecks)
-        try:
-            self._steps = []
-            with torch.cuda.device(env.device), torch.cuda.graph(graph):
-                batch, following = collector._rollout(carrier.copy(), keep=self._steps)
-                carrier.update_(following.select(*carrier.keys(True, True)))
-                anchor[: outputs.used].copy_(outputs.buffer[: outputs.used])
-                env._output_shift.fill_(anchor_shift)
-        except Exception as error:
-            outputs.buffer, outputs.generation, outputs._handed_out = before
-            first = _first_error(error)  # the capture's end reports "invalidated"; the cause came first
-            raise RuntimeError(
-                f"GraphedCollector could not capture a batch of {type(env).__name__} with policy "
-                f"{type(collector.policy).__name__} as a CUDA graph ({type(first).__name__}: "
-                f"{str(first).strip().splitlines()[0] if str(first).strip() else ''}). A "
-                f"policy in a graph must not wait for the host (.item(), a Python branch on a tensor); "
-                f"pass graphs=False to collect eagerly. The env has not stepped; torch's CUDA random "
-                f"generator may refuse to draw after a failed capture, so restart the process if it "
-                f"does") from error
-        finally:
-            env.check_actions = checks_flag
-        self._graph, self._batch = graph, batch
+        before = (outputs.buffer, outputs.generation, outputs._handed_out, collector._carrier)
+        self._slabs = _Slabs(outputs, collector._steps)
+        self._start = self._slabs.start(env, collector._carrier)
+        self._graph, self._steps = None, []
+        if capture:
+            self._graph = torch.cuda.CUDAGraph()
+            checks_flag, env.check_actions = env.check_actions, False  # checked on the device (_ActionChecks)
+            try:
+                with torch.cuda.device(env.device), torch.cuda.graph(self._graph):
+                    self._batch = self._cycle(keep=self._steps)
+            except Exception as error:
+                outputs.buffer, outputs.generation, outputs._handed_out, collector._carrier = before
+                env._output_shift.fill_(outputs.shift)
+                first = _first_error(error)  # the capture's end reports "invalidated"; the cause came first
+                raise RuntimeError(
+                    f"GraphedCollector could not capture a batch of {type(env).__name__} with policy "
+                    f"{type(collector.policy).__name__} as a CUDA graph ({type(first).__name__}: "
+                    f"{str(first).strip().splitlines()[0] if str(first).strip() else ''}). A "
+                    f"policy in a graph must not wait for the host (.item(), a Python branch on a tensor); "
+                    f"pass graphs=False to collect eagerly. The env has not stepped; torch's CUDA random "
+                    f"generator may refuse to draw after a failed capture, so restart the process if it "
+                    f"does") from error
+            finally:
+                env.check_actions = checks_flag
         self._stamp = self._current_stamp()
+
+    def _cycle(self, keep: list | None = None) -> TensorDictBase:
+        """One batch from the start carrier (views of the slabs), which then holds the last carrier."""
+        self._slabs.rewind()
+        batch, following = self._collector._rollout(self._start.copy(), keep=keep, slabs=self._slabs)
+        self._start.update_(following.select(*self._slabs.carried))
+        self._collector._carrier = following  # where an eager batch would go on from
+        return batch
 
     def _current_stamp(self) -> tuple:
         """What the graph captured that could change under it: the env's launch arguments and
@@ -292,8 +305,109 @@ class _RolloutGraph:
         return self._current_stamp() == self._stamp
 
     def replay(self) -> TensorDictBase:
+        """The next batch, the caller's own: the graph replayed (or, uncaptured, the cycle run)."""
+        if self._graph is None:
+            return self._cycle().clone()
         self._graph.replay()
         return self._batch.clone()
+
+
+class _Slabs:
+    """Time-major homes for a batch's env outputs: ``next[t]`` for step ``t``'s outputs and
+    ``root[t]`` for the outputs it starts from (``root[T]``: after the last step, reset where
+    done), each slot one output buffer (:class:`~torchrl_warp.outputs.Outputs`).
+
+    While :meth:`allocating`, the env's new output buffers are these slots, in the order a
+    ``step_and_maybe_reset`` takes them (the step's, then the masked reset's); :meth:`stack`
+    then finds a batch entry's steps one slot apart and views them as ``[num_envs, T, ...]``.
+
+    Examples:
+        >>> from torchrl_warp.envs import CartPoleEnv
+        >>> env = CartPoleEnv(num_envs=3)
+        >>> slabs = _Slabs(env._outputs, steps=4)
+        >>> slabs.next.shape, slabs.root.shape  # bytes per slot: 3 x (4 + 1) floats and 3 x 3 flags
+        (torch.Size([4, 80]), torch.Size([5, 80]))
+    """
+
+    def __init__(self, outputs, steps: int):
+        nbytes = outputs.base.numel()
+        self._outputs, self._steps = outputs, steps
+        self.next = torch.empty((steps, nbytes), dtype=torch.uint8, device=outputs.device)
+        self.root = torch.empty((steps + 1, nbytes), dtype=torch.uint8, device=outputs.device)
+        self._taken = 0
+
+    def start(self, env: WarpEnv, carrier: TensorDictBase) -> TensorDictBase:
+        """The carrier a batch starts from: a shallow copy of ``carrier`` whose env outputs are
+        ``root[0]``. The env's current outputs go to ``root[T]``, where a batch ends, and each
+        batch begins with :meth:`rewind` (``root[T]`` into ``root[0]``)."""
+        outputs = self._outputs
+        outputs._handed_out = True  # the env's current buffer is the carrier's: copy it
+        outputs.fresh = lambda buffer: self.root[self._steps]
+        try:
+            env._own_outputs(copy=True)
+        finally:
+            del outputs.fresh  # the class's allocator again
+        last, outputs.buffer = outputs.buffer, self.root[0]
+        env_outputs = outputs.hand_out(with_reward=False)  # views of root[0]
+        outputs.buffer = last  # handed out too: the next step takes a new buffer
+        start = carrier.copy()
+        start.update(env_outputs)
+        #: the carrier's entries that are not env outputs (trajectory ids, what the policy carries)
+        self.carried = [k for k in start.keys(True, True) if k not in set(env_outputs.keys(True, True))]
+        return start
+
+    def rewind(self) -> None:
+        """The env's outputs where the last batch ended (``root[T]``) into ``root[0]``."""
+        used = self._outputs.used
+        self.root[0, :used].copy_(self.root[self._steps, :used])
+
+    @contextmanager
+    def allocating(self):
+        """The env's new output buffers are the slots, from ``next[0]``, while in this block."""
+        self._outputs.fresh, self._taken = self._slot, 0
+        try:
+            yield self
+        finally:
+            del self._outputs.fresh
+        if self._taken != 2 * self._steps:
+            raise RuntimeError(f"the env took {self._taken} output buffers in {self._steps} steps, not two per "
+                               f"step_and_maybe_reset")
+
+    def _slot(self, buffer: torch.Tensor) -> torch.Tensor:
+        k, self._taken = self._taken, self._taken + 1
+        if k >= 2 * self._steps:
+            raise RuntimeError(f"the env took more than two output buffers per step ({self._steps} steps)")
+        return self.next[k // 2] if k % 2 == 0 else self.root[k // 2 + 1]
+
+    def stack(self, steps: list[TensorDictBase]) -> TensorDictBase:
+        """``TensorDict.maybe_dense_stack(steps, dim=1)``, with views of the slabs for the entries
+        that live there (the env's outputs) and a stacked copy for the others."""
+        keys = set(steps[0].keys(True))
+        if any(set(td.keys(True)) != keys for td in steps[1:]) or not all(
+                isinstance(v, torch.Tensor) for v in steps[0].values(True, True)):
+            return TensorDict.maybe_dense_stack(steps, dim=1)
+        return self._stack_nested(steps)
+
+    def _stack_nested(self, tds: list[TensorDictBase]) -> TensorDictBase:
+        first = tds[0]
+        entries = {}
+        for key, value in first.items():
+            values = [td._get_str(key, None) for td in tds]
+            entries[key] = self._stack_nested(values) if isinstance(value, TensorDictBase) else self._stack_leaf(values)
+        batch = torch.Size((*first.batch_size[:1], len(tds), *first.batch_size[1:]))
+        return TensorDict._new_unsafe(entries, batch_size=batch, device=first.device)
+
+    def _stack_leaf(self, values: list[torch.Tensor]) -> torch.Tensor:
+        first = values[0]
+        for slab in (self.next, self.root):
+            slot, start = slab.stride(0), slab.data_ptr()
+            if (first.dim() and start <= first.data_ptr() < start + slab.numel() and not slot % first.element_size()
+                    and all(v.data_ptr() == first.data_ptr() + t * slot and v.stride() == first.stride()
+                            and v.shape == first.shape and v.dtype == first.dtype for t, v in enumerate(values))):
+                return first.as_strided((first.shape[0], len(values), *first.shape[1:]),
+                                        (first.stride(0), slot // first.element_size(), *first.stride()[1:]),
+                                        first.storage_offset())
+        return torch.stack(values, dim=1)
 
 
 class _ActionChecks:

@@ -124,14 +124,13 @@ class Outputs:
     def view(self, name: str) -> torch.Tensor:
         """The state field ``name`` (``"observation"``, ``"done"``...) in the current buffer."""
         part, shape, stride, offset = self._fields[name]
-        return self._parts()[part].as_strided(shape, stride, offset)
+        return _at(self._parts()[part], shape, stride, offset)
 
     @property
     def fields(self) -> dict[str, torch.Tensor]:
         """State field name -> its view of the current buffer (what the kernels write)."""
         parts = self._parts()
-        return {name: parts[p].as_strided(shape, stride, offset)
-                for name, (p, shape, stride, offset) in self._fields.items()}
+        return {name: _at(parts[p], shape, stride, offset) for name, (p, shape, stride, offset) in self._fields.items()}
 
     @property
     def shift(self) -> int:
@@ -164,8 +163,14 @@ class Outputs:
         groups = {g: {} for g in self._groups}
         entries = self._entries_with_reward if with_reward else self._entries
         for group, key, (part, shape, stride, offset) in entries:
-            value = parts[part].as_strided(shape, stride, offset)
+            value = _at(parts[part], shape, stride, offset)
             (root if group is None else groups[group])[key] = value
         for group, entries_of_group in groups.items():
             root[group] = TensorDict._new_unsafe(entries_of_group, batch_size=self._groups[group], device=self.device)
         return TensorDict._new_unsafe(root, batch_size=self._batch_size, device=self.device)
+
+
+def _at(part: torch.Tensor, shape, stride, offset: int) -> torch.Tensor:
+    """``part.as_strided`` at ``offset`` elements from ``part``'s start (a buffer may be one
+    row of a larger allocation: ``as_strided`` counts its offset from the allocation's start)."""
+    return part.as_strided(shape, stride, part.storage_offset() + offset)

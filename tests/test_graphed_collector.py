@@ -118,6 +118,21 @@ def test_env_outputs_are_written_where_the_batch_reads_them(name):
     assert batch.batch_size == (env.num_envs, 5)
 
 
+def test_trajectory_ends_read_in_one_reduction():
+    """Tag's done keys (the env's and each agent's) are its output buffer's run of flags, so a
+    step's ends are one reduction over it; a set of keys that is not the whole run is not."""
+    from torchrl_warp.graphed_collector import _one_run
+
+    env = make("tag_scan")
+    data = env.rand_step(env.reset())
+    flags = [data["next", k] for k in env.done_keys]
+    run = _one_run(flags)
+    assert run.shape == (env.num_envs, 3 + 3 * env.num_agents)
+    data["next", "runners", "done"][0, 1] = True  # one runner tagged: its env ended a trajectory
+    assert run.any(-1).tolist() == [True, False]
+    assert _one_run(flags[:-1]) is None and _one_run([f.clone() for f in flags]) is None
+
+
 def test_weights_updated_in_place_are_used():
     env = make("cartpole", seed=0)
     policy = recipe_policy(env)

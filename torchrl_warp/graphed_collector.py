@@ -225,15 +225,55 @@ class GraphedCollector:
     def _new_traj_ids(self, data: TensorDictBase) -> torch.Tensor:
         """The trajectory ids after ``data``'s step: each env that ended one takes the next free
         id, in env order (``Collector``'s ``masked_scatter`` of an ``arange``), on the device."""
-        ended = None
-        for key in self.env.done_keys:
-            flag = data.get(("next", *((key,) if isinstance(key, str) else key)))
-            flag = flag.reshape(self.env.num_envs, -1).any(-1)
-            ended = flag if ended is None else ended | flag
+        ended = self._ended(data)
         order = ended.cumsum(0)
         ids = torch.where(ended, self._next_traj_id + order - 1, data.get(("collector", "traj_ids")))
         self._next_traj_id.add_(order[-1])
         return ids
+
+    def _ended(self, data: TensorDictBase) -> torch.Tensor:
+        """Per env, whether any of the env's done flags is set after ``data``'s step (what
+        ``Collector`` reads to end a trajectory): one reduction over the output buffer's flags
+        when the done keys are exactly its contiguous run of flags, else one per key."""
+        flags = [data.get(("next", *((k,) if isinstance(k, str) else k))) for k in self.env.done_keys]
+        run = _one_run(flags)
+        if run is not None:
+            return run.any(-1)
+        ended = None
+        for flag in flags:
+            flag = flag.reshape(self.env.num_envs, -1).any(-1)
+            ended = flag if ended is None else ended | flag
+        return ended
+
+
+def _one_run(tensors: list[torch.Tensor]) -> torch.Tensor | None:
+    """``[num_envs, n]``: the ``n`` elements of ``tensors`` in each env, if together they are one
+    contiguous run of the same storage per env (the env's flags in its output buffer); else None."""
+    first = tensors[0]
+    storage = first.untyped_storage().data_ptr()
+    if any(t.dtype != first.dtype or t.dim() == 0 or t.shape[0] != first.shape[0] or t.stride(0) != first.stride(0)
+           or t.untyped_storage().data_ptr() != storage for t in tensors):
+        return None
+    low = min(t.storage_offset() for t in tensors)
+    geometry = tuple((t.shape, t.stride(), t.storage_offset() - low) for t in tensors)
+    width = _RUNS.get(geometry)
+    if width is None:
+        offsets = sorted(o for shape, stride, start in geometry for o in _offsets(shape[1:], stride[1:], start))
+        width = len(offsets) if offsets == list(range(len(offsets))) and first.stride(0) >= len(offsets) else 0
+        _RUNS[geometry] = width
+    return first.as_strided((first.shape[0], width), (first.stride(0), 1), low) if width else None
+
+
+#: the run width found for a done flags geometry (0: not one run)
+_RUNS: dict = {}
+
+
+def _offsets(shape, stride, start: int) -> list[int]:
+    """The storage offsets of one env's elements of a tensor of per-env ``shape`` and ``stride``."""
+    offsets = [start]
+    for size, step in zip(shape, stride):
+        offsets = [o + i * step for o in offsets for i in range(size)]
+    return offsets
 
 
 class _RolloutGraph:

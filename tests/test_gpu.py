@@ -329,3 +329,23 @@ def test_recipe_resumes_an_eager_run_with_graphed_updates(tmp_path, env_args, ep
     assert float(optimizer["param_groups"][0]["lr"]) == pytest.approx(lr)
     steps = {s["step"].item() for s in optimizer["state"].values()}
     assert steps == {4 * epochs * 2}  # 4 batches, each epoch 2 full minibatches
+
+
+def test_graphed_update_captures_the_nccl_all_reduce(tmp_path):
+    """Under torchrun the update's CUDA graph holds the gradients' NCCL all-reduce: on one GPU,
+    a one-rank NCCL group, the captured step takes the eager one's steps, and the group then
+    closes (tests/nccl_graphed_update.py, in its own process: a hang there is a failure)."""
+    import os
+    import subprocess
+    import sys
+
+    script = os.path.join(os.path.dirname(__file__), "nccl_graphed_update.py")
+    proc = subprocess.run([sys.executable, script, str(tmp_path / "store")], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0 and "same steps" in proc.stdout, proc.stderr[-3000:]
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=1", "-m",
+                "torchrl_warp.recipes.train", f"hydra.run.dir={tmp_path / 'run'}", "device=cuda",
+                "env.total_frames=40960", "eval_envs=16"]
+    proc = subprocess.run(torchrun, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "run" / "summary.json").exists()

@@ -520,7 +520,7 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     # time per gradient step, docs/benchmarks.md); a graph-captured step needs a capturable
     # optimizer, its lr a tensor (changed in place: a captured float would stay fixed)
     # several ranks: an eager update (its all-reduce of the gradients is not captured in a graph)
-    graphed = cfg.algo.cudagraph_update and device.type == "cuda"  # NCCL's all-reduce is captured too
+    graphed = cfg.algo.cudagraph_update and device.type == "cuda" and not ranks.distributed
     lr = torch.tensor(cfg.algo.lr, device=device) if graphed else cfg.algo.lr
     optimizer = torch.optim.Adam(agents.parameters(), lr=lr, fused=device.type == "cuda", capturable=graphed)
     frames_done, iteration = 0, 0
@@ -714,8 +714,9 @@ class GradientStep:
     (tensordict's ``CudaGraphModule``, after two eager steps on a side stream) and replayed: the
     host then queues one graph per step instead of the hundreds of kernels of a loss, its
     backward and the optimizer, each with its Python overhead. The minibatch is copied into
-    the graph's input buffers, so it must have the same keys and shapes every step. Under
-    torchrun the gradients' all-reduce (NCCL) is part of the graph.
+    the graph's input buffers, so it must have the same keys and shapes every step. The
+    recipe runs it eagerly under torchrun with several ranks (tests/nccl_graphed_update.py
+    checks a captured NCCL all-reduce on one GPU; it has not been run on several).
     """
 
     def __init__(self, agents, agents_by_group, optimizer, algo, amp, graphed: bool, device, ranks: Ranks = Ranks()):

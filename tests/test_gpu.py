@@ -332,9 +332,10 @@ def test_recipe_resumes_an_eager_run_with_graphed_updates(tmp_path, env_args, ep
 
 
 def test_graphed_update_captures_the_nccl_all_reduce(tmp_path):
-    """Under torchrun the update's CUDA graph holds the gradients' NCCL all-reduce: on one GPU,
-    a one-rank NCCL group, the captured step takes the eager one's steps, and the group then
-    closes (tests/nccl_graphed_update.py, in its own process: a hang there is a failure)."""
+    """The recipe's gradient step with the NCCL all-reduce captured in its CUDA graph (what
+    torchrun runs would need to stay graphed): on one GPU, a one-rank NCCL group, the captured
+    step takes the eager one's steps, and the group then closes (tests/nccl_graphed_update.py,
+    in its own process: a hang there is a failure). Then the recipe under torchrun, one rank."""
     import os
     import subprocess
     import sys

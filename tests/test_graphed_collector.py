@@ -13,6 +13,7 @@ from torchrl.envs import RewardSum, TransformedEnv
 
 from all_envs import make
 from torchrl_warp.graphed_collector import GraphedCollector
+from torchrl_warp.names import SCENARIO_NAMES
 
 #: envs with every kind of action: discrete, MultiCategorical groups, continuous groups, groups that differ
 ENV_NAMES = ["cartpole", "tag_scan", "simple_spread", "simple_speaker_listener", "simple_world_comm_discrete"]
@@ -311,3 +312,22 @@ def test_collectors_arguments_are_taken_or_refused_by_name():
             GraphedCollector(env, None, frames_per_batch=env.num_envs * 2, **bad)
     with pytest.raises(TypeError, match=r"unexpected keyword arguments \['frames_per_batches'\]"):
         GraphedCollector(env, None, frames_per_batch=env.num_envs * 2, frames_per_batches=3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", SCENARIO_NAMES)
+def test_random_action_batches_are_captured_at_the_benchmarks_sizes(name):
+    """The bench's ``graphed`` mode for every MPE scenario at 1,000 envs: the second batch is
+    captured and replayed, and the batches go on from each other (the env keeps stepping)."""
+    from torchrl_warp.bench import make_env
+
+    env = make_env(name, 1000, "cuda")  # 25-step episodes: each batch of 30 steps ends mid-episode
+    collector = GraphedCollector(env, None, frames_per_batch=env.num_envs * 30, total_frames=-1)
+    first, second, third = collector.next(), collector.next(), collector.next()
+    assert collector._graph is not None and collector._graph._graph is not None  # captured
+    went_on = ~first["next", "done"][:, -1].flatten()
+    assert went_on.any()
+    for key in env.observation_spec.keys(True, True):
+        assert torch.isfinite(third["next", key]).all(), key
+        assert torch.equal(second[key][went_on, 0], first["next", key][went_on, -1]), key
+        assert not torch.equal(second[key], third[key]), key

@@ -47,6 +47,16 @@ class Ranks:
     def is_main(self) -> bool:
         return self.rank == 0
 
+    def hydra_overrides(self) -> list[str]:
+        """Hydra overrides for this rank: none for rank 0; the others make no run directory of
+        their own (rank 0 writes the run) and log to the console only.
+
+        Examples:
+            >>> Ranks(rank=1, world=2).hydra_overrides()
+            ['hydra.run.dir=.', 'hydra.output_subdir=null', 'hydra/job_logging=stdout']
+        """
+        return [] if self.is_main else ["hydra.run.dir=.", "hydra.output_subdir=null", "hydra/job_logging=stdout"]
+
     @property
     def distributed(self) -> bool:
         return self.world > 1

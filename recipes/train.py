@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import time
 
 _IMPORTED = time.perf_counter()  # where /proc is missing, wall time is reported from here
@@ -813,4 +814,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    sys.argv += Ranks.from_environment().hydra_overrides()  # under torchrun, rank 0 alone makes the run directory
     main()

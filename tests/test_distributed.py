@@ -65,3 +65,15 @@ def test_two_ranks_train_cartpole_together_and_one_resumes(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((resumed / "summary.json").read_text())
     assert (summary["frames"], summary["frames_this_run"]) == (1024, 512) and "ranks" not in summary
+
+
+def test_rank_zero_alone_makes_the_run_directory(tmp_path):
+    """A run directory that would differ per rank (here it names the rank) is rank 0's alone:
+    the other ranks make none and write nothing (``Ranks.hydra_overrides``)."""
+    proc = subprocess.run([*TORCHRUN, "-m", "torchrl_warp.recipes.train", *TINY, "env.total_frames=128",
+                           "hydra.run.dir=outputs/rank${oc.env:RANK}"],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["outputs"]
+    assert sorted(p.name for p in (tmp_path / "outputs").iterdir()) == ["rank0"]
+    assert {".hydra", "summary.json", "train.log"} <= {p.name for p in (tmp_path / "outputs" / "rank0").iterdir()}

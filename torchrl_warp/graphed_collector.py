@@ -382,11 +382,8 @@ class _Slabs:
         batch begins with :meth:`rewind` (``root[T]`` into ``root[0]``)."""
         outputs = self._outputs
         outputs._handed_out = True  # the env's current buffer is the carrier's: copy it
-        outputs.fresh = lambda buffer: self.root[self._steps]
-        try:
+        with outputs.buffers_from(lambda buffer: self.root[self._steps]):
             env._own_outputs(copy=True)
-        finally:
-            del outputs.fresh  # the class's allocator again
         last, outputs.buffer = outputs.buffer, self.root[0]
         env_outputs = outputs.hand_out(with_reward=False)  # views of root[0]
         outputs.buffer = last  # handed out too: the next step takes a new buffer
@@ -404,11 +401,9 @@ class _Slabs:
     @contextmanager
     def allocating(self):
         """The env's new output buffers are the slots, from ``next[0]``, while in this block."""
-        self._outputs.fresh, self._taken = self._slot, 0
-        try:
+        self._taken = 0
+        with self._outputs.buffers_from(self._slot):
             yield self
-        finally:
-            del self._outputs.fresh
         if self._taken != 2 * self._steps:
             raise RuntimeError(f"the env took {self._taken} output buffers in {self._steps} steps, not two per "
                                f"step_and_maybe_reset")

@@ -34,6 +34,7 @@ Examples:
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 import torch
 from tensordict import TensorDict
@@ -149,6 +150,16 @@ class Outputs:
         self.generation += 1
         self._handed_out = False
         return True
+
+    @contextmanager
+    def buffers_from(self, fresh):
+        """In this block :meth:`prepare` takes each new buffer from ``fresh(buffer)`` instead of
+        :attr:`fresh` (a GraphedCollector's slabs)."""
+        self.fresh = fresh
+        try:
+            yield
+        finally:
+            del self.fresh  # the class's allocator again
 
     def hand_out(self, with_reward: bool) -> TensorDict:
         """Every output (``with_reward``: rewards too) as views of the current buffer, which

@@ -249,51 +249,21 @@ def test_graphed_gradient_steps_match_eager_ones(algo, amp):
     steps the eager one takes (same minibatches; the lr changed after capture, in place;
     with and without bfloat16 autocast)."""
     from omegaconf import OmegaConf
-    from tensordict.nn import TensorDictSequential
 
+    from gradient_steps import assert_same_steps, eager_and_graphed
     from torchrl_warp.recipes.config import AlgoConfig
-    from torchrl_warp.recipes.train import GradientStep, GroupAgent, set_lr
+    from torchrl_warp.recipes.train import GroupAgent
 
     cuda = torch.device("cuda")
     cfg = OmegaConf.structured(AlgoConfig(name=algo, hidden=[16], entropy_coeff=0.01))
     env = ENVS["cartpole" if algo == "ppo" else "tag"](device="cuda", seed=0)
     groups = [None] if algo == "ppo" else ["taggers", "runners"]
-
-    def build():
-        torch.manual_seed(0)
-        by_group = {g: GroupAgent(env, g, cfg, cuda) for g in groups}
-        return torch.nn.ModuleDict({g or "agent": a for g, a in by_group.items()}), by_group
-
-    runs = []
-    for graphed in (False, True):
-        agents, by_group = build()
-        if not runs:  # one set of minibatches for both
-            with torch.no_grad():
-                policy = TensorDictSequential(*[by_group[g].actor for g in groups])
-                batch = env.rollout(8, policy, break_when_any_done=False)
-                for g in groups:
-                    by_group[g].advantage(batch)
-            flat = batch.reshape(-1)
-            generator = torch.Generator(device="cuda").manual_seed(0)
-            minibatches = [flat[torch.randperm(flat.numel(), device="cuda", generator=generator)[:64]]
-                           for _ in range(6)]
-        lr = torch.tensor(1e-2, device=cuda) if graphed else 1e-2
-        optimizer = torch.optim.Adam(agents.parameters(), lr=lr, fused=True, capturable=graphed)
-        autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp, cache_enabled=not graphed)
-        step = GradientStep(agents, by_group, optimizer, cfg, autocast, graphed, cuda)
-        losses = []
-        for i, minibatch in enumerate(minibatches):
-            if i == 4:
-                set_lr(optimizer, 1e-1)
-            losses.append(step(minibatch.clone()))
-        runs.append((agents, losses))
-        assert hasattr(step._step, "graph") == graphed  # captured, then replayed
-    (eager, eager_losses), (graphed, graphed_losses) = runs
-    tol = dict(rtol=1e-3, atol=1e-4) if amp else dict(rtol=1e-4, atol=1e-5)
-    for (name, a), b in zip(eager.named_parameters(), graphed.parameters()):
-        torch.testing.assert_close(a, b, **tol, msg=lambda m: f"{name}: {m}")
-    torch.testing.assert_close(eager_losses[-1].to_dict(), graphed_losses[-1].to_dict(), **tol)
-    assert not torch.equal(next(build()[0].parameters()), next(graphed.parameters()))  # it did train
+    runs = eager_and_graphed(env, groups, cfg, cuda, amp=amp)
+    assert_same_steps(runs, amp)
+    torch.manual_seed(0)
+    untrained = GroupAgent(env, groups[0], cfg, cuda)
+    graphed = runs[1][0]
+    assert not torch.equal(next(untrained.parameters()), next(graphed.parameters()))  # it did train
 
 
 @pytest.mark.parametrize("env_args, epochs, lr", [

@@ -9,7 +9,7 @@ import torch
 from omegaconf import OmegaConf
 from tensordict.nn import TensorDictSequential
 from torchrl.collectors import Collector
-from torchrl.envs import RewardSum, TransformedEnv
+from torchrl.envs import CatFrames, TransformedEnv
 
 from all_envs import make
 from torchrl_warp.graphed_collector import GraphedCollector
@@ -149,8 +149,9 @@ def test_weights_updated_in_place_are_used():
 
 def test_refusals_name_the_problem():
     env = make("tag_scan")
-    with pytest.raises(TypeError, match="TransformedEnv \\(RewardSum\\)"):
-        GraphedCollector(TransformedEnv(env, RewardSum(in_keys=[("taggers", "reward")])), None, frames_per_batch=4)
+    with pytest.raises(TypeError, match="cannot run CatFrames inside its CUDA graph"):
+        GraphedCollector(TransformedEnv(env, CatFrames(2, dim=-1, in_keys=[("taggers", "observation")])), None,
+                         frames_per_batch=4)
     with pytest.raises(ValueError, match="no multiple of the env's num_envs=2: .* use 6"):
         GraphedCollector(env, None, frames_per_batch=5)
     with pytest.raises(ValueError, match="frames_per_batch must be a positive int"):

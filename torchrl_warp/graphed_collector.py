@@ -10,9 +10,11 @@ memory). On the CPU and in the CUDA simulator the same loop runs eagerly.
 
 What it takes (checked, with an error naming what is wrong):
 
-* ``env``: a :class:`~torchrl_warp.WarpEnv` itself. A ``TransformedEnv`` is refused:
-  TorchRL's generic step asks the host at every step whether any env is done, which a
-  graph cannot capture; apply such transforms to each batch instead.
+* ``env``: a :class:`~torchrl_warp.WarpEnv`, or a ``TransformedEnv`` over one whose
+  transforms can run inside the graph (:data:`~torchrl_warp.transformed_step.CAPTURABLE`:
+  ``RewardSum``, ``StepCounter``, ``ObservationNorm``...; the others are refused, by name).
+  Its step is TorchRL's with the reset masked instead of asked for
+  (:func:`~torchrl_warp.transformed_step.step_and_maybe_reset`).
 * ``policy``: a TensorDict module (or ``None``: random actions, the same draws as
   TorchRL's ``RandomPolicy`` over the env's action spec, which ``Collector`` uses) whose
   forward does not wait for the host (no ``.item()``, no data-dependent Python branch);
@@ -45,19 +47,22 @@ Examples:
 """
 from __future__ import annotations
 
+import functools
 import numbers
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 
 import torch
 from tensordict import TensorDict, TensorDictBase
-from torchrl.envs import Compose, TransformedEnv
+from torchrl.envs import TransformedEnv
 from torchrl.data import Bounded
 from torchrl.collectors.utils import split_trajectories
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
 from torchrl_warp.checks import action_violation, check_flag
 from torchrl_warp.env import WarpEnv
+from torchrl_warp.transformed_step import step_and_maybe_reset as transformed_step_and_maybe_reset
+from torchrl_warp.transformed_step import keep_flags_on_host, transforms_of, warp_base
 
 __all__ = ["GraphedCollector"]
 
@@ -66,7 +71,7 @@ class GraphedCollector:
     """Batches of ``[num_envs, frames_per_batch / num_envs]`` steps, each replayed from a CUDA graph.
 
     Args:
-        env: the :class:`~torchrl_warp.WarpEnv` to step (not a ``TransformedEnv``).
+        env: the :class:`~torchrl_warp.WarpEnv` to step, or a ``TransformedEnv`` over one.
         policy: a TensorDict module writing the env's action keys, or ``None`` for
             random actions (TorchRL's ``RandomPolicy``).
         frames_per_batch: env steps per batch, a multiple of ``env.num_envs``.
@@ -91,48 +96,50 @@ class GraphedCollector:
     def __init__(self, env, policy=None, *, frames_per_batch: int, total_frames: int = -1,
                  track_traj_ids: bool = True, exploration_type: ExplorationType = ExplorationType.RANDOM,
                  graphs: bool | None = None, **collector_kwargs):
-        if isinstance(env, TransformedEnv):
-            transform = env.transform
-            names = ", ".join(type(t).__name__ for t in (transform if isinstance(transform, Compose) else [transform]))
-            raise TypeError(
-                f"GraphedCollector steps a WarpEnv itself; got a TransformedEnv ({names}). TorchRL's generic "
-                f"step asks the host whether any env is done at every step, which a CUDA graph cannot "
-                f"capture: apply the transforms to each batch, or collect with torchrl.collectors.Collector")
-        if not isinstance(env, WarpEnv):
-            raise TypeError(f"GraphedCollector steps a torchrl_warp WarpEnv, got {type(env).__name__}")
+        if isinstance(env, TransformedEnv):  # its transforms run inside the graph (or are refused, named)
+            warp = warp_base(env)
+            keep_flags_on_host(env)
+            self._step_and_maybe_reset = functools.partial(transformed_step_and_maybe_reset, env)
+        elif isinstance(env, WarpEnv):
+            warp = env
+            self._step_and_maybe_reset = env.step_and_maybe_reset
+        else:
+            raise TypeError(f"GraphedCollector steps a torchrl_warp WarpEnv (or a TransformedEnv over one), got "
+                            f"{type(env).__name__}")
         steps = _positive_int("frames_per_batch", frames_per_batch)
-        if steps % env.num_envs:
+        if steps % warp.num_envs:
             raise ValueError(f"frames_per_batch={frames_per_batch} is no multiple of the env's num_envs="
-                             f"{env.num_envs}: every batch is [num_envs, steps]; use "
-                             f"{-(-steps // env.num_envs) * env.num_envs}")
+                             f"{warp.num_envs}: every batch is [num_envs, steps]; use "
+                             f"{-(-steps // warp.num_envs) * warp.num_envs}")
         if total_frames != -1:
             _positive_int("total_frames", total_frames)
         check_flag("GraphedCollector", "track_traj_ids", track_traj_ids)
         if graphs is None:
-            graphs = env.device.type == "cuda"
+            graphs = warp.device.type == "cuda"
         check_flag("GraphedCollector", "graphs", graphs)
-        if graphs and env.device.type != "cuda":
-            raise ValueError(f"graphs=True needs an env on a CUDA device; this one is on {env.device}")
-        self.postproc, self.split_trajs = _collector_options(env, collector_kwargs)
+        if graphs and warp.device.type != "cuda":
+            raise ValueError(f"graphs=True needs an env on a CUDA device; this one is on {warp.device}")
+        self.postproc, self.split_trajs = _collector_options(warp, collector_kwargs)
         if self.split_trajs and not track_traj_ids:
             raise ValueError("split_trajs=True splits batches by ('collector', 'traj_ids'): it needs "
                              "track_traj_ids=True")
         self.env = env
+        self._warp = warp
         self.policy = _RandomActions(env.full_action_spec) if policy is None else policy
         self.frames_per_batch = steps
         self.total_frames = total_frames
         self.track_traj_ids = track_traj_ids
         self.exploration_type = exploration_type
         self.graphs = graphs
-        self._steps = steps // env.num_envs
+        self._steps = steps // warp.num_envs
         self._frames = 0
         self._graph, self._warm = None, False
         with torch.no_grad():
             self._carrier = env.reset()
         if track_traj_ids:  # as Collector: env i starts trajectory i, the next new one is num_envs
-            self._carrier.set(("collector", "traj_ids"), torch.arange(env.num_envs, device=env.device))
-            self._next_traj_id = torch.full((), env.num_envs, dtype=torch.int64, device=env.device)
-        self._checks = _ActionChecks(env) if graphs and env.check_actions else None
+            self._carrier.set(("collector", "traj_ids"), torch.arange(warp.num_envs, device=warp.device))
+            self._next_traj_id = torch.full((), warp.num_envs, dtype=torch.int64, device=warp.device)
+        self._checks = _ActionChecks(env, warp) if graphs and warp.check_actions else None
 
     # ----- TorchRL's collector interface ---------------------------------------------------
     def __iter__(self) -> Iterator[TensorDictBase]:
@@ -203,13 +210,13 @@ class GraphedCollector:
         ``keep``: a list that is given every step's TensorDicts (a graph keeps its buffers).
         ``slabs``: the env writes its outputs there, and the batch's env outputs are views of
         them (no stacking copy); else the batch is the steps stacked."""
-        env, steps = self.env, []
+        steps = []
         with set_exploration_type(self.exploration_type), (slabs.allocating() if slabs else nullcontext()):
             for _ in range(self._steps):
                 out = self.policy(carrier)
                 if out is not carrier:
                     carrier.update(out)
-                data, following = env.step_and_maybe_reset(carrier)
+                data, following = self._step_and_maybe_reset(carrier)
                 if self._checks is not None:
                     self._checks.note(data)
                 steps.append(data)
@@ -241,7 +248,7 @@ class GraphedCollector:
             return run.any(-1)
         ended = None
         for flag in flags:
-            flag = flag.reshape(self.env.num_envs, -1).any(-1)
+            flag = flag.reshape(self._warp.num_envs, -1).any(-1)
             ended = flag if ended is None else ended | flag
         return ended
 
@@ -294,13 +301,20 @@ class _RolloutGraph:
     """
 
     def __init__(self, collector: GraphedCollector, capture: bool = True):
-        env = collector.env
+        env = collector._warp
         self._env = env
         self._collector = collector
         outputs = env._outputs
         before = (outputs.buffer, outputs.generation, outputs._handed_out, collector._carrier)
-        self._slabs = _Slabs(outputs, collector._steps)
-        self._start = self._slabs.start(env, collector._carrier)
+        if collector.env is env:
+            self._slabs = _Slabs(outputs, collector._steps)
+            self._start = self._slabs.start(env, collector._carrier)
+            self._carried = self._slabs.carried
+        else:  # transforms rewrite the env's outputs: the carrier is the graph's own copy, stacked steps
+            keep_flags_on_host(collector.env)
+            self._slabs = None
+            self._start = collector._carrier.clone()
+            self._carried = list(self._start.keys(True, True))
         self._graph, self._steps = None, []
         if capture:
             self._graph = torch.cuda.CUDAGraph()
@@ -312,34 +326,38 @@ class _RolloutGraph:
                 outputs.buffer, outputs.generation, outputs._handed_out, collector._carrier = before
                 env._output_shift.fill_(outputs.shift)
                 first = _first_error(error)  # the capture's end reports "invalidated"; the cause came first
+                what = "policy" if collector.env is env else "policy or a transform"
                 raise RuntimeError(
-                    f"GraphedCollector could not capture a batch of {type(env).__name__} with policy "
+                    f"GraphedCollector could not capture a batch of {type(collector.env).__name__} with policy "
                     f"{type(collector.policy).__name__} as a CUDA graph ({type(first).__name__}: "
-                    f"{str(first).strip().splitlines()[0] if str(first).strip() else ''}). A "
-                    f"policy in a graph must not wait for the host (.item(), a Python branch on a tensor); "
-                    f"pass graphs=False to collect eagerly. The env has not stepped; torch's CUDA random "
-                    f"generator may refuse to draw after a failed capture, so restart the process if it "
-                    f"does") from error
+                    f"{str(first).strip().splitlines()[0] if str(first).strip() else ''}). A {what} in a graph "
+                    f"must not wait for the host (.item(), a Python branch on a tensor; "
+                    f"torchrl_warp.host_syncs.forbid_host_syncs finds it on any device); pass graphs=False to "
+                    f"collect eagerly. The env has not stepped; torch's CUDA random generator may refuse to draw "
+                    f"after a failed capture, so restart the process if it does") from error
             finally:
                 env.check_actions = checks_flag
         self._stamp = self._current_stamp()
 
     def _cycle(self, keep: list | None = None) -> TensorDictBase:
-        """One batch from the start carrier (views of the slabs), which then holds the last carrier."""
-        self._slabs.rewind()
+        """One batch from the start carrier, which then holds the last carrier's entries."""
+        if self._slabs is not None:
+            self._slabs.rewind()
         batch, following = self._collector._rollout(self._start.copy(), keep=keep, slabs=self._slabs)
-        self._start.update_(following.select(*self._slabs.carried))
+        self._start.update_(following.select(*self._carried))
         self._collector._carrier = following  # where an eager batch would go on from
         return batch
 
     def _current_stamp(self) -> tuple:
         """What the graph captured that could change under it: the env's launch arguments and
-        output generation, the policy's parameter and buffer addresses."""
-        env, policy = self._env, self._collector.policy
-        tensors = []
-        if isinstance(policy, torch.nn.Module):
-            tensors = [t.data_ptr() for t in (*policy.parameters(), *policy.buffers())]
-        return (tuple(id(a) for a in env._args.values()), env._outputs.generation, tuple(tensors))
+        output generation, the addresses of the policy's and the transforms' parameters and buffers."""
+        env, collector = self._env, self._collector
+        modules = [collector.policy] if isinstance(collector.policy, torch.nn.Module) else []
+        if collector.env is not env:
+            modules += transforms_of(collector.env)
+        tensors = [t.data_ptr() for m in modules for t in (*m.parameters(), *m.buffers())]
+        return (tuple(id(a) for a in env._args.values()), env._outputs.generation, tuple(tensors),
+                tuple(id(m) for m in modules))
 
     def still_valid(self) -> bool:
         return self._current_stamp() == self._stamp
@@ -446,17 +464,19 @@ class _Slabs:
 
 
 class _ActionChecks:
-    """Action values checked on the device over a batch (a graph cannot raise half-way)."""
+    """Action values checked on the device over a batch (a graph cannot raise half-way): the
+    actions the policy writes, against the action specs it sees (``env``'s, transformed or not);
+    ``warp``, the WarpEnv underneath, says whether out-of-range values are clamped."""
 
-    def __init__(self, env: WarpEnv):
-        self._env = env
-        self._keys = list(env._action_specs)
-        self._bad = torch.zeros(len(self._keys), dtype=torch.bool, device=env.device)
+    def __init__(self, env, warp: WarpEnv):
+        self._specs = {key: env.full_action_spec[key] for key in env.action_keys}
+        self._keys = list(self._specs)
+        self._check_range = not warp.clamps_actions
+        self._bad = torch.zeros(len(self._keys), dtype=torch.bool, device=warp.device)
 
     def note(self, data: TensorDictBase) -> None:
-        env = self._env
         for i, key in enumerate(self._keys):
-            self._bad[i] |= action_violation(data.get(key), env._action_specs[key], not env.clamps_actions)
+            self._bad[i] |= action_violation(data.get(key), self._specs[key], self._check_range)
 
     def raise_if_any(self) -> None:
         bad = self._bad.tolist()  # the batch's one host sync (check_actions=False has none)

@@ -4,6 +4,8 @@ On the CPU (and in the simulator) it runs its loop eagerly; on a GPU each batch 
 first is one CUDA graph replay. Either way, for the same env, policy and seeds, its batches
 equal ``torchrl.collectors.Collector``'s, ``("collector", "traj_ids")`` included.
 """
+from contextlib import nullcontext
+
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -13,6 +15,7 @@ from torchrl.envs import CatFrames, TransformedEnv
 
 from all_envs import make
 from torchrl_warp.graphed_collector import GraphedCollector
+from torchrl_warp.host_syncs import forbid_host_syncs
 from torchrl_warp.names import SCENARIO_NAMES
 
 #: envs with every kind of action: discrete, MultiCategorical groups, continuous groups, groups that differ
@@ -30,12 +33,19 @@ def recipe_policy(env, seed=0):
     return TensorDictSequential(*[GroupAgent(env, g, ALGO, env.device).actor for g in groups])
 
 
-def batches(cls, env, policy, n, frames_per_batch, seed=1, **kw):
+def batches(cls, env, policy, n, frames_per_batch, seed=1, forbid=False, **kw):
+    """``n`` batches; ``forbid``: those after the first (what a GPU replays from its graph) under
+    forbid_host_syncs, with the env's host-side action checks off."""
     if cls is Collector:  # our envs need no policy transforms (torchrl 0.14 warns of an InitTracker)
         kw.update(auto_register_policy_transforms=False, device=env.device)  # its traj ids on the env's device
+    if forbid:
+        env.check_actions = False
     collector = cls(env, policy, frames_per_batch=frames_per_batch, total_frames=n * frames_per_batch, **kw)
     torch.manual_seed(seed)  # after construction: Collector may run the policy once to learn its keys
-    out = list(collector)
+    iterator = iter(collector)
+    out = [next(iterator)]
+    with forbid_host_syncs() if forbid else nullcontext():
+        out += list(iterator)
     collector.shutdown()
     return out
 
@@ -52,12 +62,13 @@ def assert_same_batches(ours, theirs):
 
 
 def compare_with_collector(name, policy_kind, device="cpu", n=3, steps=6, **kw):
-    """Our batches and Collector's, each from a fresh env seeded alike."""
+    """Our batches and Collector's, each from a fresh env seeded alike (ours after the first with no
+    host sync: what a graph captures)."""
     results = []
     for cls in (GraphedCollector, Collector):
         env = make(name, seed=5, device=device)
         policy = recipe_policy(env) if policy_kind == "recipe" else None
-        results.append(batches(cls, env, policy, n, env.num_envs * steps, **kw))
+        results.append(batches(cls, env, policy, n, env.num_envs * steps, forbid=cls is GraphedCollector, **kw))
     assert_same_batches(*results)
     return results[0]
 
@@ -219,6 +230,7 @@ HOST_WAITING_POLICY = r"""
 import pytest, torch
 from all_envs import make
 from torchrl_warp.graphed_collector import GraphedCollector
+from torchrl_warp.host_syncs import forbid_host_syncs
 
 env = make("cartpole", seed=0, device="cuda")
 

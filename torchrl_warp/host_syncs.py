@@ -78,6 +78,23 @@ def _to_host(args, kwargs) -> bool:
     return False
 
 
+def _capturing() -> bool:
+    return True
+
+
+def _pretend_capturing() -> list:
+    """Make the capture queries answer True; -> (owner, name, original) to restore."""
+    patched = [(torch.cuda, "is_current_stream_capturing", torch.cuda.is_current_stream_capturing)]
+    torchrl_utils = sys.modules.get("torchrl._utils")
+    proxy = getattr(torchrl_utils, "safe_is_current_stream_capturing", None)
+    if proxy is not None:
+        patched += [(m, "safe_is_current_stream_capturing", proxy) for m in list(sys.modules.values())
+                    if getattr(m, "safe_is_current_stream_capturing", None) is proxy]
+    for owner, name, _ in patched:
+        setattr(owner, name, _capturing)
+    return patched
+
+
 class forbid_host_syncs(TorchFunctionMode):
     """A context in which an operation that would make the host wait for a CUDA device raises
     :class:`HostSyncError`, naming it, on every device (see the module's docstring).
@@ -85,10 +102,27 @@ class forbid_host_syncs(TorchFunctionMode):
     A tensor with the attribute ``read_on_host`` set (a CPU flag kept there on purpose, see
     :func:`~torchrl_warp.transformed_step.keep_flags_on_host`) may be read.
 
+    Inside it, code that asks whether a CUDA graph is being captured is told it is
+    (``torch.cuda.is_current_stream_capturing`` and TorchRL's
+    ``safe_is_current_stream_capturing``, wherever imported): libraries skip their host-side
+    argument checks under capture (TorchRL's ``TanhNormal`` does), so the context sees what a
+    capture would run.
+
     It sees what goes through torch's Python API (tensor methods, ``torch.*`` functions):
     enough for TorchRL modules, transforms and tensordict operations. Operations inside
     a compiled kernel (Numba's launches) are not tensors' and are not seen.
     """
+
+    def __enter__(self):
+        self._patched = _pretend_capturing()
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            for owner, name, original in self._patched:
+                setattr(owner, name, original)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         reason = _reason(func, args, kwargs)

@@ -221,3 +221,16 @@ def test_the_docs_list_what_is_taken_and_what_is_refused():
     names = lambda part: set(re.findall(r"`([A-Za-z0-9]+)`", part)) & set(APPLICABLE)  # noqa: E731
     assert names(listed) == {t.__name__ for t in CAPTURABLE}
     assert names(table) == set(REFUSED)
+
+
+def test_a_captured_rollout_keeps_the_envs_output_buffers():
+    """What a capture runs (``keep`` given): every output buffer the env took stays referenced,
+    two per step, even where a transform drops every view of one (ExcludeTransform here)."""
+    base = make("cartpole", seed=3)
+    env = TransformedEnv(base, T.ExcludeTransform("observation"))
+    collector = GraphedCollector(env, None, frames_per_batch=base.num_envs * 4)
+    keep = []
+    collector._rollout(collector._carrier, keep=keep)
+    buffers = [t for t in keep if isinstance(t, torch.Tensor)]
+    assert len(buffers) == 2 * 4 and len({b.data_ptr() for b in buffers}) == 8
+    assert all(b.shape == base._outputs.base.shape for b in buffers)

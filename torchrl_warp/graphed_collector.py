@@ -209,9 +209,11 @@ class GraphedCollector:
         """``Collector.rollout`` on one env: ``T`` steps from ``carrier`` -> (the batch, the next carrier).
         ``keep``: a list that is given every step's TensorDicts (a graph keeps its buffers).
         ``slabs``: the env writes its outputs there, and the batch's env outputs are views of
-        them (no stacking copy); else the batch is the steps stacked."""
+        them (no stacking copy); else the batch is the steps stacked (and ``keep`` is also given
+        the env's output buffers: transforms may drop every view of one)."""
         steps = []
-        with set_exploration_type(self.exploration_type), (slabs.allocating() if slabs else nullcontext()):
+        allocating = slabs.allocating() if slabs else self._kept_buffers(keep) if keep is not None else nullcontext()
+        with set_exploration_type(self.exploration_type), allocating:
             for _ in range(self._steps):
                 out = self.policy(carrier)
                 if out is not carrier:
@@ -228,6 +230,19 @@ class GraphedCollector:
                 carrier = following
         batch = slabs.stack(steps) if slabs else TensorDict.maybe_dense_stack(steps, dim=1)
         return batch.exclude(*[k for k in batch.keys(True) if _private(k)]), carrier
+
+    @contextmanager
+    def _kept_buffers(self, keep: list):
+        """The env's new output buffers are also appended to ``keep`` while in this block."""
+        outputs = self._warp._outputs
+        allocate = outputs.fresh
+
+        def fresh(buffer):
+            keep.append(allocate(buffer))
+            return keep[-1]
+
+        with outputs.buffers_from(fresh):
+            yield
 
     def _new_traj_ids(self, data: TensorDictBase) -> torch.Tensor:
         """The trajectory ids after ``data``'s step: each env that ended one takes the next free

@@ -39,7 +39,7 @@ def batches(cls, env, policy, n, frames_per_batch, seed=1, forbid=False, **kw):
     if cls is Collector:  # our envs need no policy transforms (torchrl 0.14 warns of an InitTracker)
         kw.update(auto_register_policy_transforms=False, device=env.device)  # its traj ids on the env's device
     if forbid:
-        env.check_actions = False
+        getattr(env, "base_env", env).check_actions = False  # the WarpEnv (under a TransformedEnv too)
     collector = cls(env, policy, frames_per_batch=frames_per_batch, total_frames=n * frames_per_batch, **kw)
     torch.manual_seed(seed)  # after construction: Collector may run the policy once to learn its keys
     iterator = iter(collector)

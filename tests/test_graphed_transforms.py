@@ -14,7 +14,7 @@ from torchrl.collectors import Collector
 from torchrl.envs import Compose, RewardSum, StepCounter, TransformedEnv
 
 from all_envs import ENVS, make
-from test_graphed_collector import assert_same_batches, recipe_policy
+from test_graphed_collector import assert_same_batches, batches, recipe_policy
 from test_transforms import APPLICABLE, DEFAULT_ENVS, _base
 from torchrl_warp import transformed_step
 from torchrl_warp.graphed_collector import GraphedCollector
@@ -79,21 +79,8 @@ def transformed(name, env_name, device="cpu"):
 
 
 def collect(cls, env, n=3, steps=7, forbid=False, policy=None):
-    """``n`` batches of ``steps`` steps; ``forbid``: the batches after the first (those a GPU
-    replays from its graph; the first warms up, eagerly) under forbid_host_syncs, with the env's
-    host-side action checks off."""
-    kw = dict(auto_register_policy_transforms=False, device=env.device) if cls is Collector else {}
-    num_envs = env.base_env.num_envs
-    if forbid:
-        env.base_env.check_actions = False
-    collector = cls(env, policy, frames_per_batch=num_envs * steps, total_frames=n * num_envs * steps, **kw)
-    torch.manual_seed(1)
-    batches = iter(collector)
-    out = [next(batches)]
-    with forbid_host_syncs() if forbid else torch.no_grad():
-        out += list(batches)
-    collector.shutdown()
-    return out
+    """``n`` batches of ``steps`` steps (``forbid``: see test_graphed_collector.batches)."""
+    return batches(cls, env, policy, n, env.base_env.num_envs * steps, forbid=forbid)
 
 
 def compare(name, env_name, device="cpu", forbid=True):

@@ -98,7 +98,6 @@ class GraphedCollector:
                  graphs: bool | None = None, **collector_kwargs):
         if isinstance(env, TransformedEnv):  # its transforms run inside the graph (or are refused, named)
             warp = warp_base(env)
-            keep_flags_on_host(env)
             self._step_and_maybe_reset = functools.partial(transformed_step_and_maybe_reset, env)
         elif isinstance(env, WarpEnv):
             warp = env
@@ -306,8 +305,11 @@ class _RolloutGraph:
     (the caller's batch, at :meth:`replay`) instead of stacking them first. The graph is a
     cycle from a carrier whose env outputs are the slabs' first root slot: it begins by
     copying the last root slot (where the previous batch ended) into it, and ends by copying
-    its last carrier's other entries (trajectory ids...) into the carrier's. Uncaptured
-    (``capture=False``, on the CPU and the simulator) the same cycle runs eagerly.
+    its last carrier's other entries (trajectory ids...) into the carrier's. Over a
+    ``TransformedEnv`` (whose transforms rewrite the env's outputs) there are no slabs: the
+    start carrier is the graph's own copy, the steps are stacked, and the cycle ends by
+    copying the last carrier into it whole. Uncaptured (``capture=False``, on the CPU and the
+    simulator) the same cycle runs eagerly.
 
     It holds every step's TensorDicts (what the policy and the trajectory ids wrote) for as
     long as it lives: each replay writes them, and memory that a capture allocated and then

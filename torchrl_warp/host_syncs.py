@@ -69,13 +69,12 @@ def _reason(func, args, kwargs) -> str | None:
 
 
 def _to_host(args, kwargs) -> bool:
-    values = list(args[1:]) + list((kwargs or {}).values())
-    for v in values:
-        if isinstance(v, (str, torch.device)) and torch.device(v).type == "cpu":
-            return isinstance(args[0], torch.Tensor) and args[0].device.type != "cpu"
-        if isinstance(v, torch.Tensor) and v.device.type == "cpu":
-            return isinstance(args[0], torch.Tensor) and args[0].device.type != "cpu"
-    return False
+    """Whether ``tensor.to(...)`` / ``.copy_(...)`` moves a device tensor to the CPU."""
+    if not isinstance(args[0], torch.Tensor) or args[0].device.type == "cpu":
+        return False
+    return any(isinstance(v, (str, torch.device)) and torch.device(v).type == "cpu"
+               or isinstance(v, torch.Tensor) and v.device.type == "cpu"
+               for v in (*args[1:], *(kwargs or {}).values()))
 
 
 def _capturing() -> bool:

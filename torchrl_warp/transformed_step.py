@@ -96,9 +96,11 @@ def keep_flags_on_host(env: TransformedEnv) -> None:
     for t in transforms_of(env):
         name = _HOST_FLAGS.get(type(t))
         if name is not None:
-            flag = getattr(t, name).cpu()
+            flag = getattr(t, name)
+            if flag.device.type != "cpu":  # (before the capture: this copy waits for the device)
+                flag = flag.cpu()
+                setattr(t, name, flag)
             flag.read_on_host = True
-            setattr(t, name, flag)
 
 
 def step_and_maybe_reset(env: TransformedEnv, tensordict: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:

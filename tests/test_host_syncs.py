@@ -49,3 +49,47 @@ def test_inside_it_code_sees_a_capture_and_after_it_not():
         assert torch.cuda.is_current_stream_capturing() and continuous.safe_is_current_stream_capturing()
     assert continuous.safe_is_current_stream_capturing is torchrl._utils.safe_is_current_stream_capturing
     assert not continuous.safe_is_current_stream_capturing()
+
+
+#: copies of host memory to the device, as a CPU run (standing in for a GPU) sees them
+COPIES = {
+    "torch.tensor": lambda: torch.tensor(0.0, dtype=x.dtype, device=x.device),  # tensordict's where(pad=0)
+    "torch.as_tensor": lambda: torch.as_tensor([1.0, 2.0], device="cpu"),
+    "torch.asarray": lambda: torch.asarray([1.0], device=x.device),
+    "Tensor.new_tensor": lambda: x.new_tensor([1.0]),
+}
+
+
+@pytest.mark.parametrize("name", COPIES)
+def test_a_copy_of_host_memory_to_the_device_is_named(name):
+    with pytest.raises(HostSyncError, match=f"^{name.replace('.', '[.]')} cannot be captured in a CUDA graph "
+                                            r"\(copies host memory to the device"):
+        with forbid_host_syncs():
+            COPIES[name]()
+
+
+def test_host_tensors_made_without_a_device_and_device_tensors_are_not_copies():
+    with forbid_host_syncs():
+        y = x + torch.tensor(1.0)  # a host scalar: read into the kernel's arguments, no copy
+        y = torch.as_tensor(y) + torch.zeros_like(x) + torch.full((4,), 2.0, device=x.device)
+    assert y.tolist() == [3.0, 4.0, 5.0, 6.0]
+
+
+def test_on_a_gpu_a_host_tensor_with_the_cpu_named_is_no_copy():
+    """forbid_host_syncs("cuda"): only what is built on a CUDA device is a copy (this runs on the
+    CPU: the check is on the arguments)."""
+    with forbid_host_syncs("cuda"):
+        torch.tensor([1.0], device="cpu")
+    with pytest.raises(HostSyncError, match="copies host memory"):
+        with forbid_host_syncs("cuda"):
+            torch.tensor([1.0], device=torch.device("cuda"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ["to", "copy_", "index"])
+def test_on_a_gpu_cpu_tensors_moved_to_it_are_named(case):
+    g, h = torch.zeros(3, device="cuda"), torch.arange(3)
+    run = {"to": lambda: h.to("cuda"), "copy_": lambda: g.copy_(h), "index": lambda: g[h]}[case]
+    with pytest.raises(HostSyncError, match="copies host memory"):
+        with forbid_host_syncs("cuda"):
+            run()

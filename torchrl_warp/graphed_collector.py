@@ -20,10 +20,11 @@ What it takes (checked, with an error naming what is wrong):
   forward does not wait for the host (no ``.item()``, no data-dependent Python branch);
   sampling from torch's generator is fine (the graph draws it on the device). A policy
   that waits for the host is refused when the first graph is built, with the capture's
-  error (the env has not stepped; a policy cannot be screened beforehand: libraries such
-  as TorchRL's ``TanhNormal`` check their arguments on the host eagerly and skip that
-  under capture). After a failed capture torch's CUDA random generator may refuse to
-  draw for the rest of the process (torch 2.11), so try a new policy in its own process.
+  error (a policy cannot be screened beforehand: libraries such as TorchRL's
+  ``TanhNormal`` check their arguments on the host eagerly and skip that under capture).
+  The env has not stepped, and the process goes on as before the capture (its memory
+  pool and torch's CUDA generator are restored): collect with ``graphs=False`` or with
+  another policy.
 
 The graph reads the policy's parameters where they are: an optimizer that updates them
 in place (every torch optimizer) needs nothing; :meth:`update_policy_weights_` copies
@@ -340,6 +341,8 @@ class _RolloutGraph:
                 with torch.cuda.device(env.device), torch.cuda.graph(self._graph):
                     self._batch = self._cycle(keep=self._steps)
             except Exception as error:
+                _release_failed_capture(self._graph, env.device)
+                self._graph = None
                 outputs.buffer, outputs.generation, outputs._handed_out, collector._carrier = before
                 env._output_shift.fill_(outputs.shift)
                 first = _first_error(error)  # the capture's end reports "invalidated"; the cause came first
@@ -350,8 +353,7 @@ class _RolloutGraph:
                     f"{str(first).strip().splitlines()[0] if str(first).strip() else ''}). A {what} in a graph "
                     f"must not wait for the host (.item(), a Python branch on a tensor; "
                     f"torchrl_warp.host_syncs.forbid_host_syncs finds it on any device); pass graphs=False to "
-                    f"collect eagerly. The env has not stepped; torch's CUDA random generator may refuse to draw "
-                    f"after a failed capture, so restart the process if it does") from error
+                    f"collect eagerly. The env has not stepped, and it and this collector can go on") from error
             finally:
                 env.check_actions = checks_flag
         self._stamp = self._current_stamp()
@@ -525,6 +527,32 @@ class _RandomActions:
                 draw = leaf.rand()
             tensordict.set(key, draw)
         return tensordict
+
+
+def _release_failed_capture(graph: torch.cuda.CUDAGraph, device: torch.device) -> None:
+    """Undo what a capture that raised left behind, so that the process goes on as before it.
+
+    When the capture itself was invalidated (the host waited on the capturing stream),
+    ``torch.cuda.graph``'s exit raises before it ends the graph's memory pool and before
+    torch's CUDA generator leaves capture mode; then new tensors would still come from the
+    dead graph's pool and every draw would be refused. Each step is harmless where the
+    capture ended normally (a Python error raised inside it)."""
+    index = torch.device(device).index
+    index = torch.cuda.current_device() if index is None else index
+    try:
+        torch._C._cuda_endAllocateToPool(index, graph.pool())
+    except (RuntimeError, AttributeError):
+        pass  # the capture ended its pool itself
+    generator = torch.cuda.default_generators[index]
+    try:  # a state of the same seed and offset, out of capture (the old one stays the graph's)
+        generator.graphsafe_set_state(generator.clone_state())
+    except (RuntimeError, AttributeError):
+        pass
+    try:
+        graph.reset()
+    except RuntimeError:
+        pass
+    torch.cuda.synchronize(index)
 
 
 def _first_error(error: BaseException) -> BaseException:

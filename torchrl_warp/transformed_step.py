@@ -116,14 +116,25 @@ def step_and_maybe_reset(env: TransformedEnv, tensordict: TensorDictBase) -> tup
 def _merge_where_reset(reset_data: TensorDictBase, following: TensorDictBase, reset_keys) -> TensorDictBase:
     """TorchRL's ``_update_during_reset`` for a root ``"_reset"``, without asking the host whether
     every env reset: the entries where reset, the others kept, and (as TorchRL's partial
-    reset pads) zeros where one side lacks an entry, unless every env reset."""
+    reset pads) zeros where one side lacks an entry, unless every env reset.
+
+    The zeros are made on the device (``zeros_like``): TensorDict's own ``where(..., pad=0)``
+    builds its pad with ``torch.tensor(0, device=...)``, a copy from host memory that a CUDA
+    graph cannot capture."""
     mask = following.pop("_reset")
     for key in reset_keys:  # the groups' reset entries: the root's decides (and none was set)
         following.pop(key, None)
     new = reset_data.exclude("_reset")
     mask = mask.reshape(following.shape[0], -1).any(-1)
-    merged = following.where(~mask, other=new, pad=0)
     ours, theirs = set(following.keys(True, True)), set(new.keys(True, True))
+    kept, reset = following, new
+    if ours != theirs:  # pad each side's missing entries with zeros (shallow copies: the inputs stay)
+        kept, reset = following.copy(), new.copy()
+        for key in theirs - ours:
+            kept.set(key, torch.zeros_like(new.get(key)))
+        for key in ours - theirs:
+            reset.set(key, torch.zeros_like(following.get(key)))
+    merged = kept.where(~mask, other=reset)
     if ours != theirs:  # TorchRL's update when every env reset keeps what only one side has
         everyone = mask.all()
         for key in ours - theirs:

@@ -8,8 +8,8 @@
 Everything is TorchRL: a ``Collector`` with env and policy on one device, ``MultiAgentMLP``
 actors and critics (one set per agent group), ``ProbabilisticActor`` (categorical, or for
 continuous MPE actions ``TanhNormal`` within the spec's bounds), ``ClipPPOLoss`` /
-``MAPPOLoss`` / ``IPPOLoss`` with (multi-agent) GAE, a replay buffer on the device, a
-TorchRL logger. Written to Hydra's run directory: ``train/scalars/*.csv`` (or TensorBoard
+``MAPPOLoss`` / ``IPPOLoss`` with (multi-agent) GAE, minibatches gathered on the device from
+the batch in place, a TorchRL logger. Written to Hydra's run directory: ``train/scalars/*.csv`` (or TensorBoard
 events), ``checkpoint.pt`` (models and optimizer; ``resume=<path>`` continues from it),
 ``learning_curve.png``, ``summary.json`` and, with ``video`` (on CUDA by default),
 ``video.gif`` of the trained agents (recipes/play.py).
@@ -35,8 +35,6 @@ from omegaconf import DictConfig, OmegaConf  # noqa: E402
 from tensordict import TensorDict, unravel_key  # noqa: E402
 from tensordict.nn import TensorDictModule, TensorDictSequential  # noqa: E402
 from torchrl.collectors import Collector  # noqa: E402
-from torchrl.data import LazyTensorStorage, ReplayBuffer  # noqa: E402
-from torchrl.data.replay_buffers.samplers import SamplerWithoutReplacement  # noqa: E402
 from torchrl.envs.utils import ExplorationType, set_exploration_type  # noqa: E402
 from tensordict.nn import NormalParamExtractor  # noqa: E402
 from torchrl.data import Bounded, Categorical, MultiCategorical  # noqa: E402
@@ -343,6 +341,46 @@ def without_next_observations(batch, groups):
     return batch.exclude(*keys)
 
 
+def minibatches(batch, size: int, epochs: int):
+    """A PPO update's minibatches: ``epochs`` passes over the frames of ``batch``
+    (``[envs, steps]``), each pass in a new random order, ``size`` frames a minibatch, the
+    remainder of a pass left out. These are the minibatches, and the random draws, of
+    TorchRL's ``ReplayBuffer(LazyTensorStorage(...), SamplerWithoutReplacement(drop_last=True))``
+    extended with ``batch.reshape(-1)`` (the sampler draws a pass's order on the storage's
+    device, and the next one as it hands out a pass's last minibatch), gathered from
+    ``batch`` where it is instead of from a copy of it: a batch less of memory.
+
+    >>> td = TensorDict({"x": torch.arange(6).reshape(2, 3)}, [2, 3])
+    >>> [mb["x"].shape for mb in minibatches(td, 4, epochs=2)]
+    [torch.Size([4]), torch.Size([4])]
+    """
+    steps = batch.shape[1]
+    frames, per_pass = batch.numel(), batch.numel() // size
+    order = torch.randperm(frames, device=batch.device)
+    for _ in range(epochs):
+        for i in range(per_pass):
+            index = order[i * size:(i + 1) * size]
+            if i == per_pass - 1:
+                order = torch.randperm(frames, device=batch.device)
+            yield batch[index // steps, index % steps]
+
+
+def collection_policy(actors) -> TensorDictSequential:
+    """The actors as one policy that writes only what the losses read, the actions and their
+    log-probabilities: their distributions' arguments (logits: 42 floats per Tag agent) stay out
+    of the batch.
+
+    >>> from torchrl_warp.envs import CartPoleEnv
+    >>> env = CartPoleEnv(num_envs=2)
+    >>> agent = GroupAgent(env, None, OmegaConf.create(dict(name="ppo", hidden=[8], reward_scale=1.0,
+    ...     clip_epsilon=0.2, entropy_coeff=0.0, critic_coeff=1.0, gamma=0.99, lmbda=0.95)), "cpu")
+    >>> sorted(collection_policy([agent.actor])(env.reset()).keys())
+    ['action', 'action_log_prob', 'done', 'observation', 'terminated', 'truncated']
+    """
+    keep = [k for actor in actors for k in actor.out_keys if k not in actor.module[0].out_keys]
+    return TensorDictSequential(*actors, selected_out_keys=keep)
+
+
 def first_episode(td) -> torch.Tensor:
     """``[num_envs, T]``: True at the steps of each env's first episode in a rollout ``td``.
 
@@ -530,20 +568,20 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     ranks.broadcast_(agents)  # every rank starts from rank 0's parameters
     frames_at_start = frames_done  # the figures count this process's frames (all ranks')
 
-    policy = TensorDictSequential(*[agents_by_group[g].actor for g in groups])
-    # the batches, advantages, replay buffer and an update's temporaries, before any is allocated
+    policy = collection_policy([agents_by_group[g].actor for g in groups])
+    # the batches, advantages and an update's temporaries, before any is allocated
+    in_place = cfg.env.graphed_rollout and device.type == "cuda"  # GraphedCollector(copy_batches=False)
     needed = check_fits(
         f"training {cfg.env.name} with env.num_envs={cfg.env.num_envs} x env.steps_per_batch="
         f"{cfg.env.steps_per_batch} (frames per batch: {frames_per_batch})",
-        training_parts(env, policy, groups, steps_per_batch=cfg.env.steps_per_batch,
-                       minibatch_size=cfg.algo.minibatch_size, hidden=list(cfg.algo.hidden),
-                       centralised_critic=cfg.algo.name == "mappo",
-                       gae_chunk_floats=GroupAgent.advantage.__defaults__[0]),
-        device, "lower env.num_envs or env.steps_per_batch (a batch is their product), or algo.minibatch_size")
-    log.info("memory: about %s on %s for batches, advantages, replay buffer and updates", gib(needed), device)
-    if cfg.env.graphed_rollout and device.type == "cuda":  # each batch one CUDA graph replay
+        memory_parts(cfg, env, policy, groups, in_place), device,
+        "lower env.num_envs or env.steps_per_batch (a batch is their product), or algo.minibatch_size")
+    log.info("memory: about %s on %s for batches, advantages and updates", gib(needed), device)
+    if in_place:  # each batch one CUDA graph replay
+        # each batch views the graph's memory (no copy): the update is done with it before the next
         collector = GraphedCollector(env, policy, frames_per_batch=frames_per_batch,
-                                     total_frames=(total_frames - frames_done) // ranks.world, track_traj_ids=False)
+                                     total_frames=(total_frames - frames_done) // ranks.world, track_traj_ids=False,
+                                     copy_batches=False)
     else:
         collector = Collector(env, policy, frames_per_batch=frames_per_batch,
                               total_frames=(total_frames - frames_done) // ranks.world,
@@ -559,8 +597,6 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     # frames_per_batch // minibatch_size of them and leaves the remainder out; a minibatch
     # larger than a batch is the whole batch
     minibatch_size = min(cfg.algo.minibatch_size, frames_per_batch)
-    buffer = ReplayBuffer(storage=LazyTensorStorage(frames_per_batch, device=device),
-                          sampler=SamplerWithoutReplacement(drop_last=True), batch_size=minibatch_size)
     tracker = EpisodeTracker(groups, cfg.env.num_envs, device)
     logger = make_logger(cfg.logger, out_dir) if ranks.is_main else None
     checkpoint_path = os.path.join(out_dir, "checkpoint.pt")
@@ -587,11 +623,8 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
         left = annealed(frames_done - batch_frames, total_frames) if cfg.algo.anneal_lr else 1.0
         lr_now = cfg.algo.lr * left
         set_lr(optimizer, lr_now)
-        buffer.empty()
-        buffer.extend(without_next_observations(batch, groups).reshape(-1))
-        for _ in range(cfg.algo.epochs):
-            for _ in range(len(buffer) // minibatch_size):
-                losses = gradient_step(buffer.sample())
+        for minibatch in minibatches(without_next_observations(batch, groups), minibatch_size, cfg.algo.epochs):
+            losses = gradient_step(minibatch)
         collector.update_policy_weights_()
         update_s = clock.lap()
         profiler.step()
@@ -617,6 +650,7 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     pbar.close()
     collector.shutdown()
     train_seconds = time.perf_counter() - train_start
+    training_peak_gib = peak_memory_gib(device)
     frames_this_run = frames_done - frames_at_start
     ranks_agree = ranks.parameters_agree(agents)  # averaged gradients kept every rank's parameters equal
     if not ranks.is_main:  # rank 0 evaluates and writes the run
@@ -630,6 +664,8 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
         "algo": cfg.algo.name, "device": str(device), "frames": frames_done, "frames_this_run": frames_this_run,
         "agent_steps": frames_this_run * agent_steps_per_frame, "train_seconds": train_seconds,
         "agent_steps_per_s": frames_this_run * agent_steps_per_frame / train_seconds,
+        # the recipe's estimate beside the training's peak (before evaluation): what a run needs
+        "memory_estimate_gib": needed / 2**30, "peak_memory_gib": training_peak_gib,
         "final": history[-1] if history else {}, **evaluation,
         **({"ranks": ranks.world, "ranks_agree": ranks_agree} if ranks.distributed else {}),
         # where the wall time went: launch -> imports -> setup -> training -> evaluation
@@ -650,6 +686,39 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
                  video["frames"], checkpoint_path)
     ranks.stop()
     return summary
+
+
+def memory_parts(cfg: DictConfig, env, policy, groups, batches_in_place: bool) -> dict:
+    """The run's working set by part (:func:`torchrl_warp.memory.training_parts`): ``{what: bytes}``."""
+    return training_parts(env, policy, groups, steps_per_batch=cfg.env.steps_per_batch,
+                          minibatch_size=cfg.algo.minibatch_size, hidden=list(cfg.algo.hidden),
+                          centralised_critic=cfg.algo.name == "mappo",
+                          gae_chunk_floats=GroupAgent.advantage.__defaults__[0], batches_in_place=batches_in_place)
+
+
+def memory_needed(cfg: DictConfig, on_gpu: bool) -> int:
+    """Bytes a run of ``cfg`` needs (what the recipe checks before it starts), on a GPU (batches
+    in place, with ``env.graphed_rollout``) or on the CPU, without a GPU: the env and networks
+    are built on the CPU, only their specs and sizes are read."""
+    device = torch.device("cpu")
+    env = make_env(cfg, device, cfg.env.num_envs, cfg.seed)
+    groups = list(env.layout.groups) if env.layout.groups else [None]
+    actors = [GroupAgent(env, g, cfg.algo, device).actor for g in groups]
+    return sum(memory_parts(cfg, env, collection_policy(actors), groups, on_gpu and cfg.env.graphed_rollout).values())
+
+
+def peak_memory_gib(device) -> float:
+    """The most memory this process has held: on a GPU, what torch's allocator gave out
+    (``torch.cuda.max_memory_allocated``); on the CPU, the peak resident set (``ru_maxrss``).
+
+    >>> peak_memory_gib(torch.device("cpu")) > 0
+    True
+    """
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**30
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # kB on Linux
 
 
 def whole_batches(frames: int, frames_per_batch: int) -> int:

@@ -121,3 +121,29 @@ def test_docs_cheap_commands_run():
                           text=True, timeout=600)
     assert proc.returncode == 1, (where, proc.stdout[-2000:], proc.stderr[-2000:])
     assert "first disagreement" in proc.stdout.lower() or "differ" in proc.stdout.lower(), proc.stdout[-2000:]
+
+
+#: overrides that do not change what a run holds: left out of docs/recipes.md's memory table
+_NOT_MEMORY = ("resume=", "time_limit_s=", "eval_envs=", "env.total_frames=", "device=")
+
+
+def test_the_memory_table_gives_each_documented_training_command_its_estimate():
+    """docs/recipes.md's "Memory": a row per documented training command (its overrides that
+    change memory), with what the recipe's own estimate says on a GPU and on the CPU."""
+    from torchrl_warp.recipes.train import memory_needed
+
+    text = (ROOT / "docs" / "recipes.md").read_text().split("### Memory", 1)[1].split("\n#", 1)[0]
+    table = {m.group(1): (float(m.group(2)), float(m.group(3)))
+             for m in re.finditer(r"^\| `([^`]*)` \| ([\d.]+) \| ([\d.]+) \|$", text, re.MULTILINE)}
+    wanted = []
+    for _, command in COMMANDS:
+        if command.startswith("torchrl_warp.recipes.train"):
+            args = [a for a in fill_placeholders(shlex.split(command)[1:]) if not a.startswith(_NOT_MEMORY)]
+            if args not in wanted:
+                wanted.append(args)
+    assert len(table) == len(wanted)
+    for args in wanted:
+        name = " ".join(args) or "(the defaults: CartPole + PPO)"
+        cfg = compose_recipe(args)
+        gib = tuple(round(memory_needed(cfg, on_gpu) / 2**30, 2) for on_gpu in (True, False))
+        assert table.get(name) == gib, name

@@ -320,3 +320,21 @@ def test_graphed_update_captures_the_nccl_all_reduce(tmp_path):
     proc = subprocess.run(torchrun, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "run" / "summary.json").exists()
+
+
+def test_the_recipes_memory_estimate_bounds_its_peak_on_the_gpu(tmp_path):
+    """Tag MAPPO at a tenth of the documented command's batch: the training's peak of torch's
+    allocator (summary.json) stays within the recipe's estimate, which the refusal of a run
+    that cannot fit is made from."""
+    import json
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "torchrl_warp.recipes.train", f"hydra.run.dir={tmp_path}", "device=cuda",
+           "env=tag", "algo=mappo", "env.num_envs=256", "env.total_frames=76800", "algo.minibatch_size=4096",
+           "algo.epochs=2", "algo.amp=true", "eval_envs=16", "video=false"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    print(f"estimate {summary['memory_estimate_gib']:.2f} GiB, peak {summary['peak_memory_gib']:.2f} GiB")
+    assert 0 < summary["peak_memory_gib"] <= summary["memory_estimate_gib"]

@@ -109,6 +109,42 @@ def test_each_batch_is_the_callers_own():
     assert not torch.equal(first["observation"], second["observation"])
 
 
+def _in_place_batches(name, device, n=4, steps=5):
+    """``n`` batches of ``copy_batches=False``, each cloned when handed out, and the batches."""
+    env = make(name, seed=5, device=device)
+    collector = GraphedCollector(env, recipe_policy(env), frames_per_batch=env.num_envs * steps, total_frames=-1,
+                                 copy_batches=False)
+    torch.manual_seed(1)
+    handed, snapshots = [], []
+    for _ in range(n):
+        batch = collector.next()
+        batch.set("added_by_the_caller", torch.zeros(batch.shape, device=env.device))
+        handed.append(batch)
+        snapshots.append(batch.clone().exclude("added_by_the_caller"))
+    return handed, snapshots
+
+
+@pytest.mark.parametrize("name", ["cartpole", "tag_scan"])
+def test_batches_in_place_are_collectors_batches_and_the_next_one_overwrites_them(name, device="cpu"):
+    """copy_batches=False: each batch, as handed out, is Collector's; the next batch is written
+    where the last one was (no copy), and what the caller sets on a batch stays its own."""
+    handed, snapshots = _in_place_batches(name, device)
+    env = make(name, seed=5, device=device)
+    assert_same_batches(snapshots, batches(Collector, env, recipe_policy(env), 4, env.num_envs * 5))
+    observation = ("observation",) if name == "cartpole" else ("runners", "observation")
+    assert handed[2].get(observation).data_ptr() == handed[3].get(observation).data_ptr()  # the same memory
+    assert torch.equal(handed[2].get(observation), snapshots[3].get(observation))
+    assert not torch.equal(snapshots[2].get(observation), snapshots[3].get(observation))
+    assert "added_by_the_caller" not in GraphedCollector.__dict__ and all(
+        "added_by_the_caller" not in s.keys() for s in snapshots)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["cartpole", "tag_scan"])
+def test_batches_in_place_on_the_gpu(name):
+    test_batches_in_place_are_collectors_batches_and_the_next_one_overwrites_them(name, device="cuda")
+
+
 @pytest.mark.parametrize("name", ["cartpole", "simple_speaker_listener"])
 def test_env_outputs_are_written_where_the_batch_reads_them(name):
     """After the first batch, the env writes each step's outputs into time-major slabs and the

@@ -22,9 +22,9 @@ What it takes (checked, with an error naming what is wrong):
   that waits for the host is refused when the first graph is built, with the capture's
   error (a policy cannot be screened beforehand: libraries such as TorchRL's
   ``TanhNormal`` check their arguments on the host eagerly and skip that under capture).
-  The env has not stepped, and the process goes on as before the capture (its memory
-  pool and torch's CUDA generator are restored): collect with ``graphs=False`` or with
-  another policy.
+  The env has not stepped, and the process goes on as before the capture (torch's CUDA
+  generator is taken out of capture mode): collect with ``graphs=False`` or with another
+  policy.
 
 The graph reads the policy's parameters where they are: an optimizer that updates them
 in place (every torch optimizer) needs nothing; :meth:`update_policy_weights_` copies
@@ -84,6 +84,11 @@ class GraphedCollector:
             ``Collector`` default: ``RANDOM``, sampling).
         graphs: capture and replay batches as CUDA graphs; ``None``: on a CUDA env.
             ``False`` runs the same loop eagerly (the CPU and the simulator always do).
+        copy_batches: each batch is the caller's own, a copy out of the graph's memory
+            (``Collector``'s contract). ``False``: each batch views the graph's memory and
+            is overwritten by the next batch (no copy: a batch less of memory and of
+            traffic), for a loop that is done with a batch before it asks for the next,
+            as a PPO update is. New entries set on a batch stay the caller's.
         **collector_kwargs: ``Collector``'s other arguments, so that a ``Collector(...)``
             call takes this class by its name alone. ``postproc`` and ``split_trajs`` apply
             to each batch as ``Collector`` applies them; the devices may be ``None`` or the
@@ -96,7 +101,7 @@ class GraphedCollector:
 
     def __init__(self, env, policy=None, *, frames_per_batch: int, total_frames: int = -1,
                  track_traj_ids: bool = True, exploration_type: ExplorationType = ExplorationType.RANDOM,
-                 graphs: bool | None = None, **collector_kwargs):
+                 graphs: bool | None = None, copy_batches: bool = True, **collector_kwargs):
         if isinstance(env, TransformedEnv):  # its transforms run inside the graph (or are refused, named)
             warp = warp_base(env)
             self._step_and_maybe_reset = functools.partial(transformed_step_and_maybe_reset, env)
@@ -117,6 +122,7 @@ class GraphedCollector:
         if graphs is None:
             graphs = warp.device.type == "cuda"
         check_flag("GraphedCollector", "graphs", graphs)
+        check_flag("GraphedCollector", "copy_batches", copy_batches)
         if graphs and warp.device.type != "cuda":
             raise ValueError(f"graphs=True needs an env on a CUDA device; this one is on {warp.device}")
         self.postproc, self.split_trajs = _collector_options(warp, collector_kwargs)
@@ -131,6 +137,7 @@ class GraphedCollector:
         self.track_traj_ids = track_traj_ids
         self.exploration_type = exploration_type
         self.graphs = graphs
+        self.copy_batches = copy_batches
         self._steps = steps // warp.num_envs
         self._frames = 0
         self._graph, self._warm = None, False
@@ -146,7 +153,7 @@ class GraphedCollector:
         return self.iterator()
 
     def iterator(self) -> Iterator[TensorDictBase]:
-        """The batches, until ``total_frames`` (each one the caller's own)."""
+        """The batches, until ``total_frames`` (each one the caller's own, unless ``copy_batches=False``)."""
         while self.total_frames == -1 or self._frames < self.total_frames:
             yield self.next()
 
@@ -382,11 +389,15 @@ class _RolloutGraph:
         return self._current_stamp() == self._stamp
 
     def replay(self) -> TensorDictBase:
-        """The next batch, the caller's own: the graph replayed (or, uncaptured, the cycle run)."""
+        """The next batch: the graph replayed (or, uncaptured, the cycle run); the caller's own
+        copy, or (``copy_batches=False``) a view of the graph's memory with a structure of its own."""
         if self._graph is None:
-            return self._cycle().clone()
-        self._graph.replay()
-        return self._batch.clone()
+            batch = self._cycle()
+            self._stamp = self._current_stamp()  # run from Python: nothing captured to go stale
+        else:
+            self._graph.replay()
+            batch = self._batch
+        return batch.clone() if self._collector.copy_batches else batch.copy()
 
 
 class _Slabs:
@@ -532,27 +543,20 @@ class _RandomActions:
 def _release_failed_capture(graph: torch.cuda.CUDAGraph, device: torch.device) -> None:
     """Undo what a capture that raised left behind, so that the process goes on as before it.
 
-    When the capture itself was invalidated (the host waited on the capturing stream),
-    ``torch.cuda.graph``'s exit raises before it ends the graph's memory pool and before
-    torch's CUDA generator leaves capture mode; then new tensors would still come from the
-    dead graph's pool and every draw would be refused. Each step is harmless where the
-    capture ended normally (a Python error raised inside it)."""
-    index = torch.device(device).index
-    index = torch.cuda.current_device() if index is None else index
+    When the capture itself was invalidated (the host waited on the capturing stream: an
+    ``.item()``), ``torch.cuda.graph``'s exit raises before torch's CUDA generator leaves
+    capture mode, and every later draw is refused ("Offset increment outside graph capture");
+    the generator then takes a state of the same seed and offset, out of capture. A capture
+    that ended (a Python error raised inside it, a refused host copy) left nothing to undo.
+    (Measured on an H100, torch 2.11: the allocator's memory stays intact either way.)"""
     try:
-        torch._C._cuda_endAllocateToPool(index, graph.pool())
-    except (RuntimeError, AttributeError):
-        pass  # the capture ended its pool itself
-    generator = torch.cuda.default_generators[index]
-    try:  # a state of the same seed and offset, out of capture (the old one stays the graph's)
-        generator.graphsafe_set_state(generator.clone_state())
-    except (RuntimeError, AttributeError):
-        pass
-    try:
-        graph.reset()
+        graph.pool()  # raises unless the capture ended
+        return
     except RuntimeError:
         pass
-    torch.cuda.synchronize(index)
+    index = torch.device(device).index
+    generator = torch.cuda.default_generators[torch.cuda.current_device() if index is None else index]
+    generator.graphsafe_set_state(generator.clone_state())
 
 
 def _first_error(error: BaseException) -> BaseException:

@@ -76,7 +76,7 @@ def _reason(func, args, kwargs, device: torch.device) -> str | None:
         return "its output's size depends on the values"
     if name in ("__getitem__", "__setitem__") and len(args) > 1 and _has_mask(args[1]):
         return "indexes with a boolean mask (its size depends on the values; use torch.where)"
-    if name in ("to", "copy_") and _to_host(args, kwargs):
+    if name in ("to", "copy_") and _to_host(name, args, kwargs):
         return "copies to the host"
     if _from_host(name, args, kwargs, device):
         return ("copies host memory to the device; make it on the device: torch.full, torch.zeros_like, "
@@ -112,13 +112,17 @@ def _from_host(name: str, args, kwargs, device: torch.device) -> bool:
     return False
 
 
-def _to_host(args, kwargs) -> bool:
-    """Whether ``tensor.to(...)`` / ``.copy_(...)`` moves a device tensor to the CPU."""
-    if not isinstance(args[0], torch.Tensor) or args[0].device.type == "cpu":
+def _to_host(name: str, args, kwargs) -> bool:
+    """Whether ``tensor.to(...)`` moves a device tensor to the CPU, or ``cpu_tensor.copy_(src)``
+    copies a device tensor into it."""
+    if not isinstance(args[0], torch.Tensor):
         return False
-    return any(isinstance(v, (str, torch.device)) and torch.device(v).type == "cpu"
-               or isinstance(v, torch.Tensor) and v.device.type == "cpu"
-               for v in (*args[1:], *kwargs.values()))
+    if name == "copy_":
+        return args[0].device.type == "cpu" and len(args) > 1 and isinstance(args[1], torch.Tensor) \
+            and args[1].device.type != "cpu"
+    return args[0].device.type != "cpu" and any(
+        isinstance(v, (str, torch.device)) and torch.device(v).type == "cpu"
+        or isinstance(v, torch.Tensor) and v.device.type == "cpu" for v in (*args[1:], *kwargs.values()))
 
 
 def _capturing() -> bool:

@@ -12,7 +12,7 @@ A collector loop holds about :data:`COLLECTOR_BATCHES` batches at its peak
 yields, while the loop still holds the batch it yielded last. Tag with 10 + 100 agents
 (77 floats per agent's observation) is 71.5 kB a frame: a batch of 1024 envs x 100 steps
 is 7.3 GB, a collector loop over it about 26 GB. :func:`training_parts` adds what the
-training recipe keeps beside it (advantages, its replay buffer, GAE's and a gradient
+training recipe keeps beside it (advantages, GAE's and a gradient
 step's temporaries).
 
 Examples:
@@ -118,15 +118,18 @@ def _group_key(group, name):
 
 
 def training_parts(env, policy, groups, *, steps_per_batch: int, minibatch_size: int, hidden,
-                   centralised_critic: bool, gae_chunk_floats: int = 1 << 29) -> dict:
+                   centralised_critic: bool, gae_chunk_floats: int = 1 << 29, batches_in_place: bool = False) -> dict:
     """Bytes of the training recipe's working set (recipes/train.py), by part: ``{what: bytes}``.
 
-    Over a batch of ``num_envs x steps_per_batch`` frames the recipe holds two collected
-    batches (the collector's buffer and the batch in training), each group's advantages
-    (4 floats per agent: values of both steps, advantage, value target) and a replay
-    buffer of the batch without its next observations; on top of that, at any one time,
-    the largest of: the next batch being collected, GAE over a slice of envs (the critic
-    on copies of a group's observations and critic layers), and a gradient
+    Over a batch of ``num_envs x steps_per_batch`` frames the recipe holds the batch in
+    training and each group's advantages (4 floats per agent: values of both steps,
+    advantage, value target); its minibatches are gathered from the batch where it is.
+    ``batches_in_place`` (``GraphedCollector(copy_batches=False)``, the recipe's GPU
+    collector): the batch is the graph's own memory; else (``Collector``) the collector
+    keeps a buffer of its own beside the batch it handed out. On top of that, at any one
+    time, the largest of: another batch (the next one being collected; in place, the
+    eager first batch, alive while the graph is captured), GAE over a slice of envs (the
+    critic on copies of a group's observations and critic layers), and a gradient
     step (a minibatch and the actor's and critic's activations, ``hidden`` layers of
     MLPs, per agent; a centralised critic's once per group). The constants are fitted to CPU
     runs' peak resident memory; tests/test_memory.py checks the parts against a recipe's batch.
@@ -153,9 +156,10 @@ def training_parts(env, policy, groups, *, steps_per_batch: int, minibatch_size:
         gae = max(gae, envs * steps_per_batch * 4 * (GAE_OBSERVATION_COPIES * agents * dim + GAE_LAYER_COPIES * critic_rows * max_h))
     stored = frame - next_obs + advantages
     step = min(minibatch_size, frames) * int(stored + ACTIVATION_FACTOR * activations)
-    return {f"2 batches of {frames} frames": 2 * frames * frame, "advantages": frames * advantages,
-            "replay buffer": frames * stored,
-            "the next batch, GAE or a gradient step (the largest)": max(frames * frame, gae, step)}
+    held = 1 if batches_in_place else 2
+    return {f"{held} batch{'es' if held > 1 else ''} of {frames} frames": held * frames * frame,
+            "advantages": frames * advantages,
+            "another batch, GAE or a gradient step (the largest)": max(frames * frame, gae, step)}
 
 
 def available_bytes(device) -> int | None:

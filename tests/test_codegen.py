@@ -95,4 +95,6 @@ def test_layout_register_cap_reaches_the_cuda_compiler(monkeypatch):
     for search, cap in (("grid", GRID_MAX_REGISTERS), ("scan", None)):
         env = TagEnv(num_envs=2, num_taggers=2, num_runners=6, num_other_agents_observed=2, neighbor_search=search)
         backend._compile(env._kernels["step"])
-        assert calls.pop() == ({} if cap is None else {"max_registers": cap}), search
+        options = calls.pop()
+        assert options.pop("cache") is True, search  # through the kernel cache (tests/test_kernel_cache.py)
+        assert options == ({} if cap is None else {"max_registers": cap}), search

@@ -6,10 +6,15 @@ buffer), and launches the driver.
 
 * ``cuda``: ``numba.cuda`` kernels on torch's current stream, over cached
   ``__cuda_array_interface__`` views (no stream sync when a view is made).
-* ``cpu``: ``numba.njit(parallel=True)``, a ``prange`` over environments.
+* ``cpu``: ``numba.njit(parallel=True)``, a ``prange`` over environments, on Numba's
+  threads as :mod:`~torchrl_warp.threads` chooses them (never changing torch's).
 * ``cudasim``: the CUDA kernel source run by Numba's simulator on the CPU
   (``NUMBA_ENABLE_CUDASIM=1`` must be set before numba is imported). Slow: for
   tests at tiny sizes, so that CI exercises the GPU code path without a GPU.
+
+The ``cpu`` and ``cuda`` backends compile through the kernel cache
+(:mod:`~torchrl_warp.kernel_cache`): a process loads the kernels an earlier one
+compiled. The simulator runs Python and has nothing to cache.
 
 Examples:
     >>> backend = make_backend("cpu", torch.device("cpu"))
@@ -23,11 +28,12 @@ import types
 import numba
 import torch
 
+from torchrl_warp import kernel_cache, threads
 from torchrl_warp.codegen import KernelSpec
 from torchrl_warp.rebase import rebase, rebase_in_python
 from torchrl_warp.simulator import simulator_enabled
 
-__all__ = ["Backend", "CpuBackend", "CudaBackend", "SimulatorBackend", "make_backend", "simulator_enabled"]
+__all__ = ["Backend", "CpuBackend", "CpuKernel", "CudaBackend", "SimulatorBackend", "make_backend", "simulator_enabled"]
 
 _COMPILED: dict = {}
 
@@ -44,8 +50,10 @@ class Backend:
     #: replay captured graphs, whose arguments cannot change); else they get new views
     moves_outputs = False
 
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, label: str | None = None):
         self.device = device
+        #: who the kernels are for, in the compile log line (an env's class name)
+        self.label = label
 
     def compile(self, spec: KernelSpec):
         key = (self.name, spec)
@@ -58,6 +66,23 @@ class Backend:
             namespace[f"phase_{i}"] = self._phase(phase)
         exec(compile(source, f"<torchrl_warp {fn_name}>", "exec"), namespace)
         return namespace[fn_name]
+
+    def _cached(self, source: str, fn_name: str, spec: KernelSpec, namespace: dict, options: dict, jit,
+                announce: bool = True):
+        """``jit(fn, cache)`` of the driver ``fn_name`` defined in ``source``, from the kernel
+        cache's file when it has one; logs the compile (:func:`~torchrl_warp.kernel_cache.announce`)
+        unless ``announce`` is False."""
+        key = kernel_cache.driver_key(source, spec.functions, self.name, options, namespace)
+        namespace = {**namespace, **{f"phase_{i}": self._phase(p) for i, p in enumerate(spec.functions)}}
+        label = self.label or _label(spec)
+        fn, path = kernel_cache.load_driver(source, fn_name, namespace, key=key, label=label, kind=spec.kind)
+        try:
+            kernel = jit(fn, path is not None)
+        except RuntimeError:  # Numba found no folder it may write its cache in
+            path, kernel = None, jit(fn, False)
+        if announce:
+            kernel_cache.announce(label, self.name, spec.kind, kernel, path)
+        return kernel
 
     def _phase(self, phase):
         return phase
@@ -79,20 +104,57 @@ class Backend:
 
 
 class CpuBackend(Backend):
-    """``numba.njit(parallel=True)`` loops over environments."""
+    """``numba.njit(parallel=True)`` loops over environments, on the threads that
+    :func:`~torchrl_warp.threads.num_threads` gives each launch; at one thread, the same
+    loop compiled serially runs in the calling thread (no thread pool to wake)."""
 
     name = "cpu"
 
+    def __init__(self, device, label=None):
+        super().__init__(device, label)
+        #: Numba's threading layer (``workqueue`` unless the user chose: :mod:`~torchrl_warp.threads`)
+        self.threading_layer = threads.start_numba_threads()
+
     def _compile(self, spec):
-        source = spec.cpu_source()
-        fn = self._exec(source, f"warp_{spec.kind}_cpu", spec, {"prange": numba.prange})
-        return numba.njit(parallel=True, cache=False)(fn)
+        source, fn_name, namespace = spec.cpu_source(), f"warp_{spec.kind}_cpu", {"prange": numba.prange}
+        # Numba compiles on the first call: the variant that is never called costs nothing.
+        # The log line is about the one this process's thread count picks.
+        one = threads.num_threads() == 1
+        return CpuKernel(
+            self._cached(source, fn_name, spec, namespace, {"parallel": True},
+                         lambda fn, cache: numba.njit(parallel=True, cache=cache)(fn), announce=not one),
+            self._cached(source, fn_name, spec, namespace, {"parallel": False},
+                         lambda fn, cache: numba.njit(cache=cache)(fn), announce=one))
 
     def view(self, tensor):
         return tensor.detach().numpy()
 
     def launch(self, kernel, num_envs, num_agents, args, key=None):
         kernel(num_envs, num_agents, *args)
+
+
+class CpuKernel:
+    """A CPU backend's kernel: called, it runs ``parallel`` on
+    :func:`~torchrl_warp.threads.num_threads` of Numba's threads, or ``serial`` (the same
+    loop, compiled without ``parallel=True``) in the calling thread when that is one.
+
+    A one-thread ``parallel`` launch would still hand its loop to the pool and wait for it
+    (``workqueue``: ~100 us per launch on a 2-core CPU, against ~1 us serially)."""
+
+    def __init__(self, parallel, serial):
+        self.parallel, self.serial = parallel, serial
+
+    def __call__(self, *args):
+        n = threads.num_threads()
+        if n == 1:
+            return self.serial(*args)
+        with threads.numba_threads(n):
+            return self.parallel(*args)
+
+    @property
+    def stats(self):
+        """Numba's compile and cache statistics of the variant a call runs now."""
+        return (self.serial if threads.num_threads() == 1 else self.parallel).stats
 
 
 class _CudaLayout(Backend):
@@ -121,11 +183,12 @@ class _CudaLayout(Backend):
         from numba import cuda
 
         source = spec.cuda_source()
-        moved = rebase_in_python if simulator_enabled() else rebase
-        fn = self._exec(source, f"warp_{spec.kind}_cuda", spec, {"cuda": cuda, "rebase": moved})
-        if spec.max_registers is None or simulator_enabled():
-            return cuda.jit(fn)
-        return cuda.jit(fn, max_registers=spec.max_registers)
+        if simulator_enabled():  # Python run by the simulator: nothing to cache
+            return cuda.jit(self._exec(source, f"warp_{spec.kind}_cuda", spec,
+                                       {"cuda": cuda, "rebase": rebase_in_python}))
+        options = {} if spec.max_registers is None else {"max_registers": spec.max_registers}
+        return self._cached(source, f"warp_{spec.kind}_cuda", spec, {"cuda": cuda, "rebase": rebase}, options,
+                            lambda fn, cache: cuda.jit(fn, cache=cache, **options))
 
 
 class CudaBackend(_CudaLayout):
@@ -140,8 +203,8 @@ class CudaBackend(_CudaLayout):
     name = "cuda"
     moves_outputs = True
 
-    def __init__(self, device, graphs: bool = True):
-        super().__init__(device)
+    def __init__(self, device, graphs: bool = True, label: str | None = None):
+        super().__init__(device, label)
         from numba import cuda
 
         self._cuda = cuda
@@ -220,6 +283,12 @@ class SimulatorBackend(_CudaLayout):
         kernel[blocks, threads](num_envs, num_agents, tpe, epb, *args)
 
 
+def _label(spec: KernelSpec) -> str:
+    """Whom ``spec``'s kernels are for, when the backend was given no label: its first phase's module."""
+    fn = spec.functions[0]
+    return (getattr(fn, "__module__", None) or "kernel").rsplit(".", 1)[-1]
+
+
 def _with_numpy_arrays(dispatcher):
     def call(*args):
         return dispatcher(*(getattr(a, "_item", a)._ary if hasattr(a, "_item") else a for a in args))
@@ -227,11 +296,13 @@ def _with_numpy_arrays(dispatcher):
     return call
 
 
-def make_backend(name: str | None, device: torch.device, cuda_graphs: bool = True) -> Backend:
+def make_backend(name: str | None, device: torch.device, cuda_graphs: bool = True,
+                 label: str | None = None) -> Backend:
     """The backend for ``device``; ``name=None`` picks the natural one.
 
     ``cuda`` devices run the ``cuda`` backend; the ``cpu`` device runs ``cpu``,
-    or ``cudasim`` when ``NUMBA_ENABLE_CUDASIM=1``.
+    or ``cudasim`` when ``NUMBA_ENABLE_CUDASIM=1``. ``label`` names whom the kernels
+    are for in the compile log line (an env passes its class name).
     """
     sim = simulator_enabled()
     if name is None:
@@ -244,7 +315,7 @@ def make_backend(name: str | None, device: torch.device, cuda_graphs: bool = Tru
                 "backend 'cuda' is unavailable: NUMBA_ENABLE_CUDASIM=1 replaced "
                 "numba.cuda by its simulator in this process"
             )
-        return CudaBackend(device, graphs=cuda_graphs)
+        return CudaBackend(device, graphs=cuda_graphs, label=label)
     if name in ("cpu", "cudasim"):
         if device.type != "cpu":
             raise ValueError(f"backend {name!r} runs on device='cpu', got device={device}")
@@ -254,6 +325,6 @@ def make_backend(name: str | None, device: torch.device, cuda_graphs: bool = Tru
                     "backend 'cudasim' needs NUMBA_ENABLE_CUDASIM=1 in the environment "
                     "before numba is first imported"
                 )
-            return SimulatorBackend(device)
-        return CpuBackend(device)
+            return SimulatorBackend(device, label)
+        return CpuBackend(device, label)
     raise ValueError(f"unknown backend {name!r}: expected 'cuda', 'cpu' or 'cudasim'")

@@ -8,7 +8,10 @@ rewards after the physics: :class:`ScenarioKernels`). The base class does the re
 once for every scenario: VMAS's action spaces (continuous with communication,
 categorical, multi-categorical, one-hot), its physics (``torchrl_warp.cuda.mpe``), its
 default grouping of agents (``VmasEnv``'s), ``max_steps``, ``clamp_actions``,
-``terminated_truncated`` and ``render``.
+``terminated_truncated`` and ``render``, and what ``VmasEnv`` users read off the env
+besides specs and keys: ``env.world`` (a read-only :class:`WorldView`: ``dt``,
+``dim_p``, ``agents`` with their names and properties, ...), ``env.scenario`` (a
+:class:`ScenarioView`), ``max_steps``, ``continuous_actions``, ``het_specs``...
 
 State: ``pos`` and ``vel`` ``[num_envs, n_entities, 2]``, the agents first (VMAS's
 agent order), then the landmarks (VMAS's ``world.entities`` lists landmarks first;
@@ -21,11 +24,14 @@ Examples:
     ({'agents': ['agent_0', 'agent_1', 'agent_2']}, ['done', 'terminated'])
     >>> env.rollout(3)["next", "agents", "observation"].shape
     torch.Size([2, 3, 3, 14])
+    >>> env.world.dt, env.world.dim_p, [a.name for a in env.world.agents], env.scenario.name
+    (0.1, 2, ['agent_0', 'agent_1', 'agent_2'], 'simple_spread')
 """
 from __future__ import annotations
 
 import importlib
 import math
+import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -46,9 +52,15 @@ COLORS = {"red": (0.75, 0.25, 0.25), "green": (0.25, 0.75, 0.25), "blue": (0.25,
           "light_green": (0.45, 0.95, 0.45), "white": (0.75, 0.75, 0.75), "gray": (0.25, 0.25, 0.25),
           "black": (0.15, 0.15, 0.15)}
 
-__all__ = ["COLORS", "Agent", "Landmark", "World", "ScenarioKernels", "MPEScenario", "MPEEnv", "SCENARIOS",
-           "SCENARIO_NAMES",
-           "common_parameters", "default_group_map"]
+__all__ = ["COLORS", "Agent", "Landmark", "Sphere", "World", "WorldView", "ScenarioView", "ScenarioKernels",
+           "MPEScenario", "MPEEnv", "SCENARIOS", "SCENARIO_NAMES", "common_parameters", "default_group_map"]
+
+
+@dataclass(frozen=True)
+class Sphere:
+    """An entity's shape, as VMAS's ``Sphere``: ``entity.shape.radius``."""
+
+    radius: float
 
 
 @dataclass(frozen=True)
@@ -62,6 +74,11 @@ class Landmark:
     mass: float = 1.0
     max_speed: float | None = None
     color: tuple = (0.25, 0.25, 0.25)
+
+    @property
+    def shape(self) -> Sphere:
+        """VMAS's ``entity.shape`` (every MPE entity is a sphere of ``radius``)."""
+        return Sphere(self.radius)
 
 
 @dataclass(frozen=True)
@@ -93,6 +110,177 @@ class World:
     y_semidim: float | None = None
 
 
+class _ReadOnly:
+    """Attributes set once, by the constructor; assigning one later raises ``AttributeError``."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{type(self).__name__}.{name} is read-only: it shows the env as it was built "
+                             f"(build a new env to change it; env.state holds what a step changes)")
+
+    def _set(self, **values):
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def __setstate__(self, state):  # copy and pickle set the slots through here
+        dict_state, slots = state if isinstance(state, tuple) else (state, None)
+        self._set(**(dict_state or {}), **(slots or {}))
+
+
+class _EntityState(_ReadOnly):
+    """VMAS's ``entity.state``: ``pos``, ``vel`` ``[num_envs, 2]`` (and an agent's last message
+    ``c`` ``[num_envs, dim_c]``, ``None`` if silent or ``dim_c`` is 0), views of ``env.state``."""
+
+    __slots__ = ("_env", "_index", "_talks")
+
+    def __init__(self, env, index: int, talks: bool):
+        self._set(_env=env, _index=index, _talks=talks)
+
+    @property
+    def pos(self):
+        return self._env.state["pos"][:, self._index]
+
+    @property
+    def vel(self):
+        return self._env.state["vel"][:, self._index]
+
+    @property
+    def c(self):
+        return self._env.state["comm"][:, self._index] if self._talks else None
+
+
+class _EntityView(_ReadOnly):
+    """An agent or landmark of :class:`WorldView`: its declaration's attributes (``name``,
+    ``shape.radius``, ``mass``, ``max_speed``, ``u_range``, ``silent``, ``color``...) and
+    ``state`` (VMAS's ``entity.state``: positions and velocities of every env)."""
+
+    __slots__ = ("_declared", "state")
+
+    def __init__(self, declared, state):
+        self._set(_declared=declared, state=state)
+
+    def __getattr__(self, name):
+        declared = object.__getattribute__(self, "_declared")  # AttributeError before __init__ (a copy)
+        try:
+            return getattr(declared, name)
+        except AttributeError:
+            raise AttributeError(f"{type(declared).__name__} {declared.name!r} has no attribute {name!r}") from None
+
+    def __repr__(self):
+        return f"{type(self._declared).__name__}({self._declared.name!r})"
+
+
+class WorldView(_ReadOnly):
+    """What ``VmasEnv`` users read off ``env.world``, read-only, with VMAS's values for the same
+    scenario and arguments: ``dt``, ``dim_p`` (2), ``dim_c``, ``x_semidim``, ``y_semidim``
+    (``None``: unbounded), ``agents`` and ``policy_agents`` (``name``, ``shape.radius``,
+    ``mass``, ``max_speed``, ``u_range``, ``u_multiplier``, ``silent``, ``color``, and
+    ``state.pos`` / ``state.vel`` of every env), ``landmarks``, ``entities`` (landmarks first,
+    VMAS's order), ``scripted_agents`` (none), ``joints`` (none), ``batch_dim`` (``num_envs``)
+    and ``device``; and the physics VMAS keeps private: ``substeps``, ``sub_dt``, ``drag``,
+    ``collision_force``, ``contact_margin``.
+
+    Examples:
+        >>> env = MPEEnv("simple_tag", num_envs=2)
+        >>> world = env.world
+        >>> 1 / world.dt, world.substeps, world.x_semidim, world.agents[0].name, world.agents[0].shape.radius
+        (10.0, 10, 1.0, 'adversary_0', 0.075)
+        >>> world.agents[0].state.pos.shape
+        torch.Size([2, 2])
+    """
+
+    __slots__ = ("dt", "substeps", "sub_dt", "drag", "collision_force", "contact_margin", "dim_p", "dim_c",
+                 "x_semidim", "y_semidim", "agents", "landmarks", "batch_dim", "device")
+
+    def __init__(self, env, world: World, agents, landmarks, p):
+        talk = world.dim_c > 0
+        n = len(agents)
+        self._set(
+            dt=p.dt, substeps=p.substeps, sub_dt=p.dt / p.substeps, drag=p.drag,
+            collision_force=p.collision_force, contact_margin=p.contact_margin, dim_p=2, dim_c=world.dim_c,
+            x_semidim=world.x_semidim, y_semidim=world.y_semidim,
+            agents=tuple(_EntityView(a, _EntityState(env, i, talk and not a.silent)) for i, a in enumerate(agents)),
+            landmarks=tuple(_EntityView(lm, _EntityState(env, n + i, False)) for i, lm in enumerate(landmarks)),
+            batch_dim=env.num_envs, device=env.device)
+
+    @property
+    def policy_agents(self) -> tuple:
+        """The agents a policy acts for: all of them (VMAS's ``world.policy_agents``)."""
+        return self.agents
+
+    @property
+    def scripted_agents(self) -> tuple:
+        """Agents moved by a script: none in MPE."""
+        return ()
+
+    @property
+    def entities(self) -> tuple:
+        """The landmarks, then the agents (VMAS's ``world.entities``)."""
+        return self.landmarks + self.agents
+
+    @property
+    def joints(self) -> tuple:
+        """None in MPE."""
+        return ()
+
+    def __repr__(self):
+        return (f"WorldView(dt={self.dt}, substeps={self.substeps}, dim_p={self.dim_p}, dim_c={self.dim_c}, "
+                f"agents={[a.name for a in self.agents]}, landmarks={len(self.landmarks)})")
+
+
+class ScenarioView(_ReadOnly):
+    """``env.scenario`` on an instance: what ``VmasEnv``'s scenario object answers of it. ``name``
+    (VMAS's scenario name; ``str()`` of the view), ``world`` (``env.world``), ``info(agent)``
+    (``{}``: MPE scenarios report no info, so no ``(group, "info")`` spec, as ``VmasEnv``), and the
+    scenario's own parameters as attributes (``env.scenario.n_agents``). On the class,
+    ``SimpleTagEnv.scenario`` is the name.
+
+    Examples:
+        >>> env = MPEEnv("simple_spread", num_envs=2, n_agents=4)
+        >>> str(env.scenario), env.scenario.n_agents, env.scenario.world is env.world
+        ('simple_spread', 4, True)
+    """
+
+    __slots__ = ("name", "world", "_params")
+
+    def __init__(self, name: str, world: WorldView, params: dict):
+        self._set(name=name, world=world, _params=dict(params))
+
+    def __getattr__(self, name):
+        params = object.__getattribute__(self, "_params")
+        if name in params:
+            return params[name]
+        raise AttributeError(f"scenario {self.name!r} has no attribute {name!r}; its parameters: "
+                             f"{', '.join(params) or 'none'}")
+
+    def info(self, agent) -> dict:
+        """VMAS's ``scenario.info(agent)``: the agent's info entries; none in these scenarios."""
+        return {}
+
+    def __str__(self):
+        return self.name
+
+    def __repr__(self):
+        return f"ScenarioView({self.name!r})"
+
+
+class _ScenarioName:
+    """``scenario``: the VMAS name on the class (``SimpleTagEnv.scenario == "simple_tag"``), the
+    env's :class:`ScenarioView` on an instance (``VmasEnv``'s ``env.scenario``)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __get__(self, env, owner=None):
+        if env is None:
+            return self.name
+        view = env.__dict__.get("_scenario_view")
+        if view is None:
+            raise AttributeError(f"{type(env).__name__}.scenario is set once the env is built")
+        return view
+
+
 @dataclass
 class ScenarioKernels:
     """A scenario's own part of the kernels.
@@ -119,10 +307,11 @@ class ScenarioKernels:
 MPE_MAX_REGISTERS = 64
 
 
-def common_parameters(substeps: int = 1, collision_force: float = 100.0, max_steps: int = 25, dt: float = 0.1,
+def common_parameters(substeps: int = 1, collision_force: float = 100.0, max_steps: int = 0, dt: float = 0.1,
                       drag: float = 0.25, contact_margin: float = 1e-3) -> dict:
     """The parameters every MPE scenario has: VmasEnv's arguments and VMAS's World physics,
-    with a scenario's own defaults for those it changes (simple_tag: 10 substeps, force 500)."""
+    with a scenario's own defaults for those it changes (simple_tag: 10 substeps, force 500).
+    ``max_steps`` defaults to 0, no time limit: ``VmasEnv``'s (and ``MPEEnv``'s) ``max_steps=None``."""
     return {
         "continuous_actions": Param(True, "continuous forces (and messages) if True, else discrete choices"),
         "categorical_actions": Param(True, "discrete actions as indices (Categorical) if True, else one-hot"),
@@ -191,6 +380,9 @@ class MPEScenario(WarpEnv):
             ``cuda_graphs``, ``backend``, ...), the scenario's parameters (VMAS's scenario
             kwargs) and :func:`common_parameters`.
 
+    As VMAS's, the env is reset when it is built: a step before any ``reset()`` steps from
+    that start (other envs refuse it), and the first ``reset()`` draws the same start again.
+
     A subclass sets ``scenario`` (VMAS's name) and ``parameters``, and implements
     ``_agents(p)``, ``_landmarks(p)``, ``_world(p)`` and ``_kernels(p)``.
     """
@@ -198,9 +390,20 @@ class MPEScenario(WarpEnv):
     scenario: str = ""
     parameters = common_parameters()
 
-    def __init__(self, num_envs: int = 1, device="cpu", *, group_map=None, **kwargs):
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("scenario")
+        if isinstance(name, str):
+            cls.scenario = _ScenarioName(name)
+
+    def __init__(self, num_envs: int = 1, device="cpu", *, group_map=None, _built_as: str | None = None, **kwargs):
         self._group_map_arg = group_map
+        self._built_as = _built_as  # MPEEnv's name for the env, in its errors
         super().__init__(num_envs, device, **kwargs)
+        # VMAS resets its world when it is built (a step before any reset steps from there);
+        # the episode counters restart, so the first reset() draws this same start again
+        self._reset()
+        self.state["episode"].zero_()
 
     @classmethod
     def scenario_parameters(cls) -> dict:
@@ -225,7 +428,7 @@ class MPEScenario(WarpEnv):
     # ----- the layout every scenario shares -----------------------------------------------
     def _check_params(self, p) -> None:
         if p.clamp_actions and not p.continuous_actions:
-            raise ValueError(f"{type(self).__name__}: clamp_actions applies to continuous actions only "
+            raise ValueError(f"{self._owner}: clamp_actions applies to continuous actions only "
                              f"(VMAS checks discrete ones and never clamps them)")
 
     def _action_spec(self, agent: Agent, p, dim_c: int):
@@ -248,9 +451,13 @@ class MPEScenario(WarpEnv):
         return CATEGORICAL if p.categorical_actions else ONE_HOT
 
     def _layout(self, p):
-        name = type(self).__name__
+        name = self._owner
         agents, landmarks, world = self._agents(p), self._landmarks(p), self._world(p)
-        self.agents, self.landmarks, self.world = agents, landmarks, world
+        self.agents, self.landmarks = agents, landmarks
+        self.world = WorldView(self, world, agents, landmarks, p)
+        common = common_parameters()
+        own = {k: v for k, v in vars(p).items() if k not in common}
+        self._scenario_view = ScenarioView(type(self).scenario, self.world, own)
         self.clamps_actions = p.clamp_actions
         self.agent_names = [a.name for a in agents]
         self.group_map = _resolve_group_map(name, self.agent_names, self._group_map_arg)
@@ -324,7 +531,50 @@ class MPEScenario(WarpEnv):
     # ----- VmasEnv's attributes and rendering ---------------------------------------------
     @property
     def scenario_name(self) -> str:
-        return self.scenario
+        """VMAS's name of the scenario (``VmasEnv.scenario_name``)."""
+        return type(self).scenario
+
+    @property
+    def max_steps(self) -> int | None:
+        """The episode length, ``None`` without a limit (``VmasEnv.max_steps``)."""
+        return self.params.max_steps or None
+
+    @property
+    def continuous_actions(self) -> bool:
+        return self.params.continuous_actions
+
+    @property
+    def categorical_actions(self) -> bool:
+        return self.params.categorical_actions
+
+    @property
+    def multidiscrete_actions(self) -> bool:
+        return self.params.multidiscrete_actions
+
+    @property
+    def terminated_truncated(self) -> bool:
+        return self.params.terminated_truncated
+
+    @property
+    def clamp_action(self) -> bool:
+        """VMAS's name of ``clamp_actions`` (``Environment.clamp_action``)."""
+        return self.params.clamp_actions
+
+    #: VmasEnv's: tuple spaces, no gradients, no pixels (refused as arguments, see MPEEnv)
+    dict_spaces = grad_enabled = from_pixels = pixels_only = False
+
+    @property
+    def het_specs(self) -> bool:
+        """Whether a group stacks agents of different specs lazily: never (such groups are refused)."""
+        return False
+
+    @property
+    def het_specs_map(self) -> dict:
+        return {group: False for group in self.group_map}
+
+    @property
+    def agent_names_to_indices_map(self) -> dict:
+        return {name: i for i, name in enumerate(self.agent_names)}
 
     def render(self, mode: str = "rgb_array", env_index: int = 0, agent_index_focus=None,
                visualize_when_rgb: bool = False, resolution: int = 400, **kwargs) -> np.ndarray:
@@ -340,8 +590,11 @@ class MPEScenario(WarpEnv):
             given = [k for k, v in (("agent_index_focus", agent_index_focus),
                                     ("visualize_when_rgb", visualize_when_rgb)) if v] + sorted(kwargs)
             raise ValueError(f"{type(self).__name__}.render does not support {', '.join(given)}")
+        if isinstance(env_index, bool) or not isinstance(env_index, numbers.Integral):
+            raise TypeError(f"{type(self).__name__}.render: env_index must be an int, got {env_index!r}")
         if not 0 <= env_index < self.num_envs:
             raise IndexError(f"env_index {env_index} is outside [0, {self.num_envs})")
+        env_index = int(env_index)
         entities = list(self.agents) + list(self.landmarks)
         pos = self.state["pos"][env_index].detach().cpu().double().numpy()
         radii = np.array([e.radius for e in entities])
@@ -398,8 +651,10 @@ def MPEEnv(scenario: str, num_envs: int = 1, device="cpu", continuous_actions: b
             raise ValueError(f"MPEEnv: {key}=True is not supported: {why}")
         kwargs.pop(key, None)
     params = {**(scenario_kwargs or {}), **kwargs}
-    if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
-        raise ValueError(f"MPEEnv: max_steps must be a positive int or None, got {max_steps!r}")
+    owner = f"MPEEnv({name!r})"
+    if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, numbers.Integral)
+                                  or max_steps < 1):
+        raise ValueError(f"{owner}: max_steps must be a positive int or None, got {max_steps!r}")
     return SCENARIOS[name](num_envs=num_envs, device=device, continuous_actions=continuous_actions,
-                           categorical_actions=categorical_actions, max_steps=max_steps or 0, group_map=group_map,
-                           seed=seed, **params)
+                           categorical_actions=categorical_actions, max_steps=int(max_steps or 0),
+                           group_map=group_map, seed=seed, _built_as=owner, **params)

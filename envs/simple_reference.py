@@ -11,6 +11,7 @@ Examples:
     torch.Size([2, 3, 2, 21])
 """
 import dataclasses
+import numbers
 
 import torch
 
@@ -69,7 +70,8 @@ class SimpleReferenceEnv(MPEScenario):
         """:meth:`MPEScenario.render`, each agent in the colour of the landmark it must reach
         (VMAS's cue)."""
         agents = self.agents
-        if isinstance(env_index, int) and 0 <= env_index < self.num_envs:
+        if isinstance(env_index, numbers.Integral) and not isinstance(env_index, bool) \
+                and 0 <= env_index < self.num_envs:
             goal = self.state["goal"][env_index].tolist()
             self.agents = [dataclasses.replace(a, color=LANDMARK_COLORS[goal[1 - i]]) for i, a in enumerate(agents)]
         try:

@@ -12,6 +12,7 @@ Examples:
     (torch.Size([2, 3, 1, 3]), torch.Size([2, 3, 1, 11]))
 """
 import dataclasses
+import numbers
 
 import torch
 
@@ -76,7 +77,8 @@ class SimpleSpeakerListenerEnv(MPEScenario):
         """:meth:`MPEScenario.render`, the listener in its goal landmark's colour plus 0.45 (VMAS's
         cue; clipped to 1)."""
         agents = self.agents
-        if isinstance(env_index, int) and 0 <= env_index < self.num_envs:
+        if isinstance(env_index, numbers.Integral) and not isinstance(env_index, bool) \
+                and 0 <= env_index < self.num_envs:
             goal = LANDMARK_COLORS[int(self.state["goal"][env_index])]
             self.agents = [agents[0], dataclasses.replace(agents[1], color=tuple(min(c + 0.45, 1.0) for c in goal))]
         try:

@@ -10,6 +10,8 @@ Examples:
     torch.Size([4, 5, 2])
 """
 
+import math
+
 import numpy as np
 import torch
 from torchrl.data import MultiCategorical
@@ -21,7 +23,7 @@ from torchrl_warp.names import NEIGHBOR_SEARCHES
 from torchrl_warp.params import Param
 
 __all__ = ["TagEnv", "action_table", "neighbor_search", "NEIGHBOR_SEARCHES", "SCAN_MAX_AGENTS", "SCAN_MAX_K",
-           "GRID_MAX_REGISTERS", "TAG_COLORS"]
+           "GRID_MAX_REGISTERS", "GRID_LENGTH_MAX", "TAG_COLORS"]
 
 #: the most acceleration or turn levels (each is an entry of a lookup table)
 LEVELS_MAX = 1 << 16
@@ -36,6 +38,8 @@ SCAN_MAX_K = 2
 #: 0.712 -> 0.645 ms per step, 2000 envs 1.303 -> 1.202; 10k x 10+100, k = 10: 2.009 -> 1.988;
 #: docs/benchmarks.md)
 GRID_MAX_REGISTERS = 112
+#: the largest ``grid_length``: squared distances (float32, up to ``2 grid_length**2``) stay finite
+GRID_LENGTH_MAX = 1e18
 
 
 #: ``TagEnv.render``'s colours (floats in [0, 1])
@@ -116,13 +120,14 @@ class TagEnv(WarpEnv):
     parameters = {
         "num_taggers": Param(10, "agents of the group 'taggers' (kernel indices first)", ge=1),
         "num_runners": Param(100, "agents of the group 'runners'", ge=1),
-        "grid_length": Param(20.0, "side of the square world [0, grid_length]^2", gt=0),
+        "grid_length": Param(20.0, "side of the square world [0, grid_length]^2 (at most 1e18)", gt=0),
         "episode_length": Param(500, "steps before the episode is truncated", ge=1),
         "max_speed": Param(1.0, "speeds are clipped to [0, max_speed]", gt=0),
         "max_acceleration": Param(0.1, "the largest acceleration an action picks", ge=0),
         "min_acceleration": Param(-0.1, "the smallest acceleration an action picks"),
-        "max_turn": Param(2.356, "the largest turn an action picks (rad)", ge=0),
-        "min_turn": Param(-2.356, "the smallest turn an action picks (rad)"),
+        "max_turn": Param(2.356, "the largest turn an action picks (rad), at most a full circle", ge=0, le=math.tau),
+        "min_turn": Param(-2.356, "the smallest turn an action picks (rad), at most a full circle", ge=-math.tau,
+                          le=math.tau),
         "num_acceleration_levels": Param(20, "accelerations evenly spaced in [min, max] (plus the no-op index 0)",
                                          ge=1, le=LEVELS_MAX, table=4),
         "num_turn_levels": Param(20, "turns evenly spaced in [min, max] (plus the no-op index 0)", ge=1,
@@ -182,6 +187,9 @@ class TagEnv(WarpEnv):
         return fixed
 
     def _check_params(self, p):
+        if p.grid_length > GRID_LENGTH_MAX:
+            raise ValueError(f"TagEnv: parameter 'grid_length' must be a float in (0, {GRID_LENGTH_MAX:g}] (squared "
+                             f"distances, float32, must stay finite), got {p.grid_length!r}")
         n = p.num_taggers + p.num_runners
         if not p.use_full_observation and p.num_other_agents_observed >= n:
             raise ValueError(

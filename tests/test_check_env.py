@@ -9,11 +9,13 @@ import importlib
 import json
 import sys
 
+import numba
 import pytest
 import torch
+from torchrl.data import Categorical
 
 import inconsistent_env as drift
-from torchrl_warp import check_env
+from torchrl_warp import Field, Layout, Param, WarpEnv, check_env
 from torchrl_warp.check_env import CheckEnvError, main
 
 #: the module (``torchrl_warp.check_env`` is the function, which the package exports)
@@ -254,3 +256,71 @@ def test_the_command_line_help_shows_the_defaults(capsys, monkeypatch):
 def test_the_cuda_leg(target, params):
     result = check_env(target, 30, num_envs=8, backends=("cpu", "cuda"), **params)
     assert result.ok and result.backends["cuda"].status == "ok" and result.backends["cuda"].episode_ends > 0
+
+
+# ----- the bounds-checked CPU run (issue 40, item 7) -------------------------------------
+@numba.njit
+def short_start(env, agent, pos, observation):
+    pos[env, agent, 0] = agent
+    observation[env, agent, 0] = pos[env, agent, 0]
+    observation[env, agent, 1] = 0.0
+
+
+@numba.njit
+def short_observe(env, agent, action, pos, observation, reward, step_count, done, terminated, truncated, max_steps):
+    pos[env, agent, 0] += 0.1 * (action[env, agent] - 1)
+    for i in range(3):  # three entries into an observation declared with two
+        observation[env, agent, i] = pos[env, agent, 0] + i
+    reward[env, agent] = pos[env, agent, 0]
+    if agent == 0:
+        truncated[env] = step_count[env] >= max_steps
+        done[env] = truncated[env]
+
+
+class ShortObservationEnv(WarpEnv):
+    """Writes a third observation entry past its ``observation_shape=(2,)``: the CPU backend
+    lets it through (into the next agent's row, or past the buffer), the simulator raises
+    numpy's bare ``IndexError``."""
+
+    parameters = {"num_walkers": Param(2, "agents", ge=1), "max_steps": Param(3, "truncated after", ge=1)}
+
+    def _layout(self, p):
+        return Layout(groups={"walkers": p.num_walkers}, observation_shape=(2,), action_spec=Categorical(3),
+                      fields=[Field("pos", (2,), per_agent=True)], reset=(short_start,), step=(short_observe,))
+
+
+SHORT_MESSAGE = (r"ShortObservationEnv: the step kernel's phase short_observe \(phase 1 of 1\), at env 0, agent 0, "
+                 r"wrote observation\[0, 0, 2\], outside observation's shape \(2, 2, 2\) \(declared as "
+                 r"\[num_envs, num_agents\] \+ \(2,\) \(the Layout's observation_shape\)\): index 2 is out of "
+                 r"bounds for axis 2 with size 2")
+
+
+def test_the_cpu_backend_lets_an_out_of_bounds_write_through_and_the_checked_one_names_it():
+    env = ShortObservationEnv(num_envs=2, backend="cpu")
+    env.step(env.rand_action(env.reset()))  # silently
+    checked = ShortObservationEnv(num_envs=2, backend="cpu_checked")
+    assert checked.backend == "cpu_checked"
+    td = checked.reset()  # the reset writes inside its fields
+    with pytest.raises(IndexError, match="^" + SHORT_MESSAGE + "$"):
+        checked.step(checked.rand_action(td))
+
+
+def test_the_checked_backend_runs_a_correct_env_as_the_cpu_does():
+    runs = []
+    for backend in ("cpu", "cpu_checked"):
+        env = drift.DriftEnv(num_envs=2, backend=backend, seed=4)
+        torch.manual_seed(0)
+        runs.append(env.rollout(6, break_when_any_done=False))  # an automatic reset at step 4
+    for key in runs[0].keys(True, True):
+        torch.testing.assert_close(runs[1][key], runs[0][key], msg=str(key))
+
+
+def test_check_env_names_the_field_and_the_phase_an_out_of_bounds_write_hits():
+    result = check_env("test_check_env:ShortObservationEnv", 4, backends=("cpu", "cudasim"),
+                       raise_on_difference=False, timeout=600)
+    cpu = result.backends["cpu"]
+    assert cpu.status == "failed", cpu
+    assert cpu.message.startswith("IndexError: the bounds-checked run (backend 'cpu_checked') found ")
+    assert __import__("re").search(SHORT_MESSAGE, cpu.message), cpu.message
+    assert result.problems()[0] == f"cpu failed: {cpu.message}"
+    assert result.backends["cudasim"].status == "failed"  # numpy's IndexError, which names nothing

@@ -340,7 +340,9 @@ def test_unchecked_actions_skip_the_value_check():
     out = env.step(TensorDict(action=torch.tensor([5, -3]), batch_size=[2]))  # not 1: pushes left
     assert out["next", "observation"].shape == (2, 4)
     with pytest.raises(ValueError, match="outside its spec"):
-        CartPoleEnv(num_envs=2).step(TensorDict(action=torch.tensor([5, -3]), batch_size=[2]))
+        checked = CartPoleEnv(num_envs=2)
+        checked.reset()
+        checked.step(TensorDict(action=torch.tensor([5, -3]), batch_size=[2]))
 
 
 # ----- TorchRL integration ---------------------------------------------------------------

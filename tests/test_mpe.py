@@ -168,3 +168,74 @@ def test_writing_state_fields_between_steps_sets_the_state_as_documented():
     assert far.any()  # envs where no other agent pushes agent 0: it stays where it was put
     assert torch.allclose(out[far, 0, :2], torch.tensor([0.5, -0.5]))
     assert (out[far, 0, 2:4] == 0).all()
+
+
+# ----- one default for max_steps, stated once (issue 40, item 6) -------------------------
+DOCS = __import__("pathlib").Path(__file__).resolve().parents[1] / "docs" / "environments.md"
+
+
+def documented_default(table_title: str, name: str) -> str:
+    """The default column of parameter ``name`` in the table under ``table_title`` in
+    docs/environments.md, as written there (``"0"``)."""
+    text = DOCS.read_text()
+    table = text[text.index(table_title):].split("\n\n")[1]
+    rows = [r for r in table.splitlines() if r.startswith(f"| `{name}` |")]
+    assert len(rows) == 1, rows
+    return rows[0].split("|")[2].strip().strip("`")
+
+
+def test_max_steps_has_one_default_which_the_docs_table_states():
+    import inspect
+
+    from torchrl_warp.envs.mpe import SCENARIOS
+
+    table = documented_default("Parameters every scenario has:", "max_steps")
+    assert table == "0"  # the table's meaning column: "0: no limit (VmasEnv's max_steps=None)"
+    assert inspect.signature(MPEEnv).parameters["max_steps"].default is None  # VmasEnv's
+    assert inspect.signature(VmasEnv.__init__).parameters["max_steps"].default is None
+    for name in SCENARIO_NAMES:
+        MPEEnv(name, num_envs=1)  # registers the class in SCENARIOS
+        assert SCENARIOS[name].defaults["max_steps"] == int(table), name
+    built = [MPEEnv("simple_spread", num_envs=2), SCENARIOS["simple_spread"](num_envs=2)]
+    assert [e.params.max_steps for e in built] == [0, 0] and [e.max_steps for e in built] == [None, None]
+    for env in built:  # no limit either way
+        assert not env.rollout(30, break_when_any_done=False)["next", "done"].any()
+
+
+# ----- errors that name what the user built (item 7), NumPy ints (item 8) ---------------
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(num_envs=-1), r"^MPEEnv\('simple_spread'\): num_envs must be a positive int, got -1$"),
+    (dict(num_envs=2, n_agents=0), r"^MPEEnv\('simple_spread'\): parameter 'n_agents' must be an int in \[1, "),
+    (dict(num_envs=2, max_steps=-3), r"^MPEEnv\('simple_spread'\): max_steps must be a positive int or None, got -3"),
+    (dict(num_envs=2, continuous_actions=False, clamp_actions=True),
+     r"^MPEEnv\('simple_spread'\): clamp_actions applies to continuous actions only"),
+    (dict(num_envs=2, dt=1e39), r"^MPEEnv\('simple_spread'\): parameter 'dt' must be a float that float32 holds"),
+])
+def test_errors_name_the_mpeenv_the_user_built(kwargs, match):
+    with pytest.raises(ValueError, match=match) as refused:
+        MPEEnv("simple_spread", **kwargs)
+    assert "SimpleSpreadEnv" not in str(refused.value)
+
+
+def test_numpy_ints_are_taken_where_ints_are():
+    env = MPEEnv("simple_spread", num_envs=np.int64(4), max_steps=np.int32(3), n_agents=np.int64(2),
+                 seed=np.uint64(5))
+    assert env.batch_size == (4,) and env.params.max_steps == 3 and env.n_agents == 2
+    assert type(env.num_envs) is int and type(env.params.n_agents) is int
+    assert env.rollout(np.int64(3), break_when_any_done=False)["next", "done"][:, 2].all()
+    assert env.render(env_index=np.int64(1)).shape == (400, 400, 3)
+
+
+def test_a_step_before_any_reset_steps_from_where_vmas_starts():
+    """VMAS resets its world when it is built, so VmasEnv steps before any reset: so do we,
+    and the first reset draws the same start (a fresh env's first reset is unchanged)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = VmasEnv("simple_spread", num_envs=2)
+    assert theirs.rand_step()["next", "agents", "observation"].shape == (2, 3, 14)
+    env = MPEEnv("simple_spread", num_envs=2, seed=0)
+    start = env.state["pos"].clone()
+    assert (start != 0).any()
+    assert env.rand_step()["next", "agents", "observation"].shape == (2, 3, 14)
+    env.reset()
+    assert torch.equal(env.state["pos"], start)

@@ -1,7 +1,9 @@
 """Parameters are declared once (``Param``) and every env gets the same checks from it."""
 import math
+import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from all_envs import ENV_CLASSES
@@ -117,3 +119,38 @@ def test_the_docs_list_every_parameter_as_declared(cls):
     assert markdown_table(cls.parameters) in DOCS.read_text(), (
         f"docs/environments.md lacks {cls.__name__}'s parameter table: paste "
         f"torchrl_warp.params.markdown_table({cls.__name__}.parameters)")
+
+
+@pytest.mark.parametrize("cls, name", FLOATS, ids=ids(FLOATS))
+@pytest.mark.parametrize("bad", [1e39, -1e39, 3.5e38])
+def test_floats_float32_cannot_hold_are_refused(cls, name, bad):
+    """Finite in Python, infinite in the float32 state (``grid_length=1e39``): refused with the
+    parameter, the range and the value."""
+    with pytest.raises(ValueError, match=re.escape(f"parameter '{name}' must be a float that float32 holds, in "
+                                                   f"[-3.4028234663852886e+38, 3.4028234663852886e+38] "
+                                                   f"(the state is float32), got {bad!r}")):
+        cls(num_envs=1, **{name: bad})
+
+
+def test_the_largest_float32_is_taken():
+    from torchrl_warp.params import FLOAT32_MAX
+
+    spec = {"x": Param(0.5, "x")}
+    assert FLOAT32_MAX == float(np.finfo(np.float32).max)
+    assert check_params("E", spec, {"x": FLOAT32_MAX}) == {"x": FLOAT32_MAX}
+    assert check_params("E", spec, {"x": -FLOAT32_MAX}) == {"x": -FLOAT32_MAX}
+
+
+@pytest.mark.parametrize("cls", ENV_CLASSES, ids=lambda c: c.__name__)
+def test_numpy_scalars_are_taken_where_python_ones_are(cls):
+    """``np.int64(4)`` for an int parameter, ``np.float32``/``np.float64`` for a float one,
+    converted to the Python type (the kernels' arguments)."""
+    given = {}
+    for name, p in cls.parameters.items():
+        if p.kind is int:
+            given[name] = np.int64(p.default) if p.default % 2 else np.int32(p.default)
+        elif p.kind is float:
+            given[name] = np.float64(p.default)
+    checked = check_params(cls.__name__, cls.parameters, given)
+    for name, value in given.items():
+        assert type(checked[name]) is cls.parameters[name].kind and checked[name] == value, name

@@ -182,3 +182,131 @@ def test_every_seed_in_range_is_taken_as_it_is(seed):
 def test_bad_constructor_flags_are_refused(kwargs, error, match):
     with pytest.raises(error, match=match):
         make("cartpole", **kwargs)
+
+
+# ----- issue 40, items 7 and 8: inputs still accepted, errors that named the wrong thing ------
+from torchrl_warp.envs import TagEnv  # noqa: E402
+from torchrl_warp.envs.mpe import MPEScenario  # noqa: E402
+
+#: the envs that must be reset before they step (the MPE scenarios are reset when built, as VMAS's)
+RESET_FIRST = [name for name, (cls, _) in ENVS.items() if not issubclass(cls, MPEScenario)]
+
+
+@pytest.mark.parametrize("name", RESET_FIRST)
+def test_a_step_before_the_first_reset_is_refused(name):
+    env = make(name)
+    before = snapshot(env)
+    td = valid_actions(env, random.Random(0))
+    for call in (lambda: env.step(td), lambda: env.step_and_maybe_reset(td), lambda: env.rand_step()):
+        with pytest.raises(RuntimeError, match=rf"^{type(env).__name__}\.step: the env has not been reset yet: "
+                                               r"call env\.reset\(\) before its first step"):
+            call()
+    assert_unchanged(env, before, "a step before the first reset")
+
+
+def test_a_partial_first_reset_still_refuses_steps_until_every_env_was_reset():
+    env = make("cartpole")
+    env.reset(TensorDict({"_reset": torch.tensor([True, False, True])}, batch_size=[3]))
+    with pytest.raises(RuntimeError, match="has not been reset yet"):
+        env.rand_step()
+    env.reset(TensorDict({"_reset": torch.tensor([False, True, False])}, batch_size=[3]))
+    env.rand_step()  # every env has been reset once now
+
+
+@pytest.mark.parametrize("name", ["cartpole", "simple_spread"])
+def test_a_step_after_close_is_refused_until_a_reset_starts_the_env_again(name):
+    env = make(name)
+    assert not env.is_closed
+    td = env.reset()
+    env.close()
+    assert env.is_closed
+    before = snapshot(env)
+    for call in (lambda: env.step(env.rand_action(td)), lambda: env.step_and_maybe_reset(env.rand_action(td)),
+                 env.rand_step):
+        with pytest.raises(RuntimeError, match=rf"^{type(env).__name__}\.step: the env was closed \(env\.close\(\), "
+                                               r"which TorchRL's collectors call when they finish\): call "
+                                               r"env\.reset\(\) to start it again"):
+            call()
+    assert_unchanged(env, before, "a step after close")
+    env.reset(TensorDict({"_reset": torch.tensor([True, False, False])[: env.num_envs]}, batch_size=env.batch_size))
+    assert not env.is_closed
+    with pytest.raises(RuntimeError, match="has not been reset yet"):  # reopened: every env must reset first
+        env.rand_step()
+    assert env.rollout(2).batch_size == (env.num_envs, 2)  # the rollout resets
+
+
+def test_an_env_a_collector_closed_runs_again_from_a_reset():
+    """TorchRL's Collector closes its env when it has collected total_frames (VmasEnv keeps
+    stepping after; TorchRL's batched envs restart on their next use): a rollout resets it."""
+    from torchrl.collectors import Collector
+
+    env = make("cartpole")
+    collector = Collector(env, None, frames_per_batch=6, total_frames=6)
+    for _ in collector:
+        pass
+    collector.shutdown()
+    assert env.is_closed
+    assert env.rollout(2).batch_size == (3, 2)
+
+
+@pytest.mark.parametrize("max_steps", [0, -3, np.int64(0), 2.0, True, None])
+def test_rollouts_of_no_steps_are_refused_by_name(max_steps):
+    env = make("cartpole")  # TorchRL's own rollout: "list_of_tensordicts cannot be empty"
+    with pytest.raises(ValueError, match=rf"^CartPoleEnv\.rollout: max_steps must be a positive int, got "):
+        env.rollout(max_steps)
+
+
+def test_numpy_ints_are_taken_for_num_envs_and_rollout_steps():
+    env = make("cartpole", num_envs=np.int64(4))
+    assert env.batch_size == (4,) and type(env.num_envs) is int
+    assert env.rollout(np.int32(3), break_when_any_done=False).batch_size == (4, 3)
+    with pytest.raises(ValueError, match=r"num_envs must be a positive int, got np\.int64\(0\)"):
+        make("cartpole", num_envs=np.int64(0))
+    with pytest.raises(ValueError, match="num_envs must be a positive int, got True"):
+        make("cartpole", num_envs=True)
+
+
+def test_an_action_without_its_agent_dimension_is_named():
+    env = make("tag_scan")  # 2 envs, 2 taggers, 3 runners
+    env.reset()
+    bad = TensorDict({"taggers": {"action": torch.zeros(2, 2, dtype=torch.long)},
+                      "runners": {"action": torch.zeros(2, 3, 2, dtype=torch.long)}}, batch_size=[2])
+    with pytest.raises(ValueError, match=r"^TagEnv\.step: action \('taggers', 'action'\) has shape \(2, 2\), "
+                                         r"expected \(2, 2, 2\) \(spec: MultiCategorical\): its agent dimension is "
+                                         r"missing \(dim 1: the 2 agents of group 'taggers'\)$"):
+        env.step(bad)
+
+    def policy(td):  # writes into the group's [num_envs, n_agents] TensorDict: TensorDict refuses it
+        td.set(("runners", "action"), torch.zeros(2, 2, dtype=torch.long))
+        return td
+
+    with pytest.raises(ValueError, match=r"^TagEnv\.rollout: the policy wrote an entry of shape \(2, 2\) into group "
+                                         r"'runners', whose entries have the leading shape \(2, 3\) "
+                                         r"\(\[num_envs, n_agents\]\); the agent dimension is missing; the env's "
+                                         r"actions are \('runners', 'action'\): \(2, 3, 2\)"):
+        env.rollout(2, policy)
+
+
+def test_a_multicategorical_range_is_shown_per_component():
+    env = make("tag_scan")
+    td = env.rand_action(env.reset())
+    td["runners", "action"] = torch.tensor([[[0, 25]] * 3] * 2)  # turn index 25 of 21
+    with pytest.raises(ValueError) as refused:
+        env.step(td)
+    message = str(refused.value)
+    assert "allowed [0, 20] in each of its 2 components (MultiCategorical, nvec [21, 21]); " \
+           "out of range: component 1 (min 25, max 25)" in message, message
+    assert "[0, [20, 20]]" not in message
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(grid_length=1e39), r"parameter 'grid_length' must be a float that float32 holds, in "
+                             r"\[-3\.4028234663852886e\+38, 3\.4028234663852886e\+38\] \(the state is float32\), "
+                             r"got 1e\+39"),
+    (dict(grid_length=1e20), r"parameter 'grid_length' must be a float in \(0, 1e\+18\] \(squared distances"),
+    (dict(max_turn=1e10), r"parameter 'max_turn' must be a float in \[0, 6\.283185307179586\], got 10000000000\.0"),
+    (dict(min_turn=-1e10), r"parameter 'min_turn' must be a float in \[-6\.28318530717958\d*, 6\.28318530717958\d*\]"),
+])
+def test_tag_parameters_its_float32_kernels_cannot_take_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=r"^TagEnv: " + match):
+        TagEnv(num_envs=1, **kwargs)

@@ -12,6 +12,13 @@ are skipped. A ``reference`` step function (numpy) can be checked too: after eac
 step, it is given the state that the step started from on each backend, so a
 difference shows at the step that makes it.
 
+Before its own rollout, the CPU backend's process replays the rollout with the
+bounds-checked CPU backend (``backend="cpu_checked"``: the same loop run as Python over
+arrays that check every index), which the CPU backend itself does not do: a phase that
+reads or writes past a field (an observation longer than the declared
+``observation_shape``) fails the check there with an error naming the env, the kernel,
+the phase, the field, its declared shape and the index (``bounds_check=False`` skips it).
+
 The result names the first entry that differs: the two runs, the step, the field,
 the env, the agent, the element and both values.
 
@@ -310,12 +317,27 @@ def _worker(job_path: str) -> None:
             _, cls = _env_class(job["target"], _import_unlocked)
             env = cls(num_envs=job["num_envs"], device="cuda" if name == "cuda" else "cpu", backend=name,
                       seed=job["seed"], **job["params"])
+            if name == "cpu" and job.get("bounds_check"):
+                out["stage"] = "bounds check"
+                _bounds_checked_rollout(cls, job)
             out["stage"] = "run"
             out = {"status": "ok", **_rollout(env, job["steps"], job["seed"])}
     except Exception as e:  # reported by the parent, with the traceback
         out.update(message=f"{type(e).__name__}: {e}", error_type=type(e).__name__, error=str(e),
                    details=traceback.format_exc())
     torch.save(out, job["out"])
+
+
+def _bounds_checked_rollout(cls, job) -> None:
+    """The job's rollout on the bounds-checked CPU backend; an index outside a field raises
+    an ``IndexError`` that names it (:class:`~torchrl_warp.checks.BoundsCheckedBackend`)."""
+    from torchrl_warp.checks import BOUNDS_CHECKED
+
+    env = cls(num_envs=job["num_envs"], device="cpu", backend=BOUNDS_CHECKED, seed=job["seed"], **job["params"])
+    try:
+        _rollout(env, job["steps"], job["seed"])
+    except IndexError as err:
+        raise IndexError(f"the bounds-checked run (backend {BOUNDS_CHECKED!r}) found {err}") from err
 
 
 def _rollout(env, steps: int, seed: int) -> dict:
@@ -349,7 +371,7 @@ def _rollout(env, steps: int, seed: int) -> dict:
     }
 
 
-def _run_backends(path, backends, steps, num_envs, seed, params, timeout) -> dict:
+def _run_backends(path, backends, steps, num_envs, seed, params, timeout, bounds_check=False) -> dict:
     """Each backend's trajectory (or failure), its runs side by side in processes of their own."""
     import torch
 
@@ -359,7 +381,8 @@ def _run_backends(path, backends, steps, num_envs, seed, params, timeout) -> dic
         try:
             for name in backends:
                 job = {"backend": name, "target": path, "steps": steps, "num_envs": num_envs, "seed": seed,
-                       "params": params, "path": search_path, "out": os.path.join(tmp, f"{name}.pt")}
+                       "params": params, "path": search_path, "out": os.path.join(tmp, f"{name}.pt"),
+                       "bounds_check": bounds_check}
                 torch.save(job, os.path.join(tmp, f"{name}.job"))
                 environ = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1" if name == "cudasim" else "0"}
                 log = open(os.path.join(tmp, f"{name}.log"), "w")
@@ -523,6 +546,7 @@ def check_env(
     atol: float = 1e-5,
     raise_on_difference: bool = True,
     timeout: float | None = None,
+    bounds_check: bool = True,
     **params,
 ) -> CheckResult:
     """Run the same seeded random-action rollout on each backend and compare them (see the module doc).
@@ -548,6 +572,9 @@ def check_env(
         raise_on_difference: raise :class:`CheckEnvError` when the runs differ or a
             backend fails (``False``: return the result with ``ok`` False).
         timeout: seconds each backend may take (``None``: no limit).
+        bounds_check: the CPU backend's process first replays the rollout with the
+            bounds-checked CPU backend (see the module doc); an index outside a field
+            fails the CPU run with an error naming it.
         **params: the env's parameters.
 
     Returns a :class:`CheckResult` (``ok``, ``first_difference``, ``backends``,
@@ -572,6 +599,7 @@ def check_env(
     _check_number("rtol", rtol, 0)
     _check_number("atol", atol, 0)
     check_flag("check_env", "raise_on_difference", raise_on_difference)
+    check_flag("check_env", "bounds_check", bounds_check)
     if timeout is not None:
         _check_number("timeout", timeout, 0)
     reserved = sorted(set(params) & set(_ENV_ARGUMENTS))
@@ -583,7 +611,7 @@ def check_env(
     if len(backends) < 2 and reference is None:
         raise ValueError("check_env: give two backends or more, or a reference, to compare")
 
-    runs = _run_backends(path, tuple(backends), steps, num_envs, seed, params, timeout)
+    runs = _run_backends(path, tuple(backends), steps, num_envs, seed, params, timeout, bounds_check)
     failed = [out for out, _ in runs.values() if out["status"] == "failed"]
     built = [out for out, _ in runs.values() if out["status"] != "skipped"]
     if built and len(failed) == len(built) and all(out["stage"] == "build" for out in failed) \
@@ -642,6 +670,8 @@ def main(argv=None) -> None:
     parser.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance for floats")
     parser.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance for floats")
     parser.add_argument("--timeout", type=float, help="seconds each backend may take")
+    parser.add_argument("--no-bounds-check", action="store_true",
+                        help="skip the bounds-checked replay of the rollout in the cpu backend's process")
     parser.add_argument("--json", help="also write the result here, as JSON")
     args = parser.parse_args(argv)
     params = {}
@@ -653,7 +683,7 @@ def main(argv=None) -> None:
     try:
         result = check_env(args.target, args.steps, num_envs=args.num_envs, seed=args.seed, backends=args.backends,
                            reference=args.reference, rtol=args.rtol, atol=args.atol, raise_on_difference=False,
-                           timeout=args.timeout, **params)
+                           timeout=args.timeout, bounds_check=not args.no_bounds_check, **params)
     except (ValueError, TypeError, ImportError) as e:
         parser.error(str(e))
     print(result)

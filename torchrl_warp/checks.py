@@ -1,4 +1,5 @@
-"""Input validation: devices, memory, seeds, masks and actions (parameters: :mod:`~torchrl_warp.params`).
+"""Input validation: devices, memory, seeds, masks and actions (parameters: :mod:`~torchrl_warp.params`),
+and a bounds-checked run of an env's kernels (:class:`BoundsCheckedBackend`).
 
 Every check raises an error that names the offending thing and what was expected,
 before anything is written into an environment's state.
@@ -15,10 +16,11 @@ from __future__ import annotations
 
 import numbers
 
+import numpy as np
 import torch
 
 __all__ = ["resolve_device", "check_memory", "check_seed", "check_mask", "check_flag", "check_action",
-           "action_violation"]
+           "action_violation", "BoundsCheckedBackend", "BOUNDS_CHECKED"]
 
 
 def resolve_device(device) -> torch.device:
@@ -105,28 +107,50 @@ def check_mask(key, value, shapes: list[tuple], device) -> torch.Tensor:
     return value
 
 
-def check_action(key, value, spec, device, check_values: bool, check_range: bool = True) -> None:
+def check_action(key, value, spec, device, check_values: bool, check_range: bool = True, *, owner: str = "",
+                 agents: int | None = None) -> None:
     """Check one action tensor against its spec: shape, dtype, device, then values (finite
-    floats, and with ``check_range`` inside the spec)."""
+    floats, and with ``check_range`` inside the spec). ``owner`` starts the messages (the
+    env and the call, ``"TagEnv.step"``); ``agents``: the size of the group's agent
+    dimension (dim 1), named when an action lacks it.
+
+    Examples:
+        >>> from torchrl.data import MultiCategorical
+        >>> spec = MultiCategorical([21, 21], shape=(2, 3, 2))
+        >>> check_action(("runners", "action"), torch.zeros(2, 2, dtype=torch.long), spec, torch.device("cpu"),
+        ...              True, owner="TagEnv.step", agents=3)
+        Traceback (most recent call last):
+        ...
+        ValueError: TagEnv.step: action ('runners', 'action') has shape (2, 2), expected (2, 3, 2) (spec: MultiCategorical): its agent dimension is missing (dim 1: the 3 agents of group 'runners')
+        >>> check_action(("runners", "action"), torch.full((2, 3, 2), 25), spec, torch.device("cpu"), True)
+        Traceback (most recent call last):
+        ...
+        ValueError: action ('runners', 'action') has values outside its spec: min 25, max 25; allowed [0, 20] in each of its 2 components (MultiCategorical, nvec [21, 21]); out of range: component 0 (min 25, max 25), component 1 (min 25, max 25); pass check_actions=False to skip this check (it syncs with the device)
+    """
+    where = f"{owner}: " if owner else ""
     if not isinstance(value, torch.Tensor):
-        raise TypeError(f"action {key!r} must be a torch.Tensor, got {type(value).__name__}")
+        raise TypeError(f"{where}action {key!r} must be a torch.Tensor, got {type(value).__name__}")
     if value.shape != spec.shape:
+        expected = tuple(spec.shape)
+        hint = ""
+        if agents is not None and len(expected) >= 2 and tuple(value.shape) == expected[:1] + expected[2:]:
+            group = f" of group {key[0]!r}" if isinstance(key, tuple) else ""
+            hint = f": its agent dimension is missing (dim 1: the {agents} agents{group})"
         raise ValueError(
-            f"action {key!r} has shape {tuple(value.shape)}, expected {tuple(spec.shape)} "
-            f"(spec: {type(spec).__name__})"
+            f"{where}action {key!r} has shape {tuple(value.shape)}, expected {expected} "
+            f"(spec: {_spec_name(spec)}){hint}"
         )
     if value.dtype != spec.dtype:
-        raise TypeError(f"action {key!r} has dtype {value.dtype}, expected {spec.dtype}")
+        raise TypeError(f"{where}action {key!r} has dtype {value.dtype}, expected {spec.dtype}")
     if value.device != device:
-        raise ValueError(f"action {key!r} is on device {value.device}, expected {device}")
+        raise ValueError(f"{where}action {key!r} is on device {value.device}, expected {device}")
     if check_values and value.is_floating_point() and not bool(torch.isfinite(value).all()):
-        raise ValueError(f"action {key!r} has NaN or infinite values; pass check_actions=False to skip "
+        raise ValueError(f"{where}action {key!r} has NaN or infinite values; pass check_actions=False to skip "
                          f"this check (the kernels then must not let them into the state)")
     if check_values and check_range and not spec.is_in(value):
-        low, high = _bounds(spec)
         raise ValueError(
-            f"action {key!r} has values outside its spec: min {value.min().item()}, "
-            f"max {value.max().item()}, allowed [{low}, {high}] ({type(spec).__name__}); "
+            f"{where}action {key!r} has values outside its spec: min {value.min().item()}, "
+            f"max {value.max().item()}; {_allowed(value, spec)}; "
             f"pass check_actions=False to skip this check (it syncs with the device)"
         )
 
@@ -161,11 +185,195 @@ def action_violation(value: torch.Tensor, spec, check_range: bool = True) -> tor
     return bad | ((value < low.to(value.device)) | (value > high.to(value.device))).any()
 
 
-def _bounds(spec):
-    n = getattr(spec.space, "n", None)
-    if n is not None:
-        return 0, n - 1
+def _spec_name(spec) -> str:
+    """The spec's class as TorchRL users know it (our ``BatchedMultiCategorical`` is a ``MultiCategorical``)."""
+    return type(spec).__name__.replace("Batched", "")
+
+
+def _num(x) -> str:
+    x = float(x)
+    return repr(int(x)) if x.is_integer() else repr(x)
+
+
+def _allowed(value: torch.Tensor, spec) -> str:
+    """The values ``spec`` allows, and where ``value`` leaves them: per component (the last
+    dim) for specs whose bounds differ by component, e.g. ``MultiCategorical([3, 3, 10])``."""
+    from torchrl.data import OneHot
+
+    name = _spec_name(spec)
+    if isinstance(spec, OneHot):  # MultiOneHot too
+        return f"allowed one-hot rows: each entry 0 or 1, one 1 per row ({name})"
     nvec = getattr(spec, "nvec", None)
     if nvec is not None:
-        return 0, (nvec - 1).flatten()[: spec.shape[-1]].tolist()
-    return spec.space.low.min().item(), spec.space.high.max().item()
+        low = torch.zeros(spec.shape[-1])
+        high = (torch.as_tensor(nvec).reshape(-1, spec.shape[-1])[0] - 1).double()
+        kind = f"{name}, nvec {[int(h) + 1 for h in high]}"
+    else:
+        n = getattr(spec.space, "n", None)
+        if n is not None:
+            return f"allowed [0, {n - 1}] ({name}({n}))"
+        if not value.ndim:
+            return f"allowed [{_num(spec.space.low)}, {_num(spec.space.high)}] ({name})"
+        low = spec.space.low.reshape(-1, spec.shape[-1]).min(0).values.double().cpu()
+        high = spec.space.high.reshape(-1, spec.shape[-1]).max(0).values.double().cpu()
+        kind = name
+    rows = value.reshape(-1, value.shape[-1]).double().cpu()
+    lo, hi = rows.min(0).values, rows.max(0).values
+    bad = [j for j in range(len(low)) if lo[j] < low[j] or hi[j] > high[j]]
+    if bool((low == low[0]).all() and (high == high[0]).all()):
+        allowed = f"allowed [{_num(low[0])}, {_num(high[0])}]" + (
+            f" in each of its {len(low)} components" if len(low) > 1 else "")
+    else:
+        allowed = "allowed " + ", ".join(f"component {j} in [{_num(low[j])}, {_num(high[j])}]" for j in range(len(low)))
+    out = ", ".join(f"component {j} (min {_num(lo[j])}, max {_num(hi[j])})" for j in bad)
+    return f"{allowed} ({kind})" + (f"; out of range: {out}" if out and len(low) > 1 else "")
+
+
+# ----- a bounds-checked run of the kernels -------------------------------------------------
+#: the backend name of :class:`BoundsCheckedBackend` (``WarpEnv(backend="cpu_checked")``)
+BOUNDS_CHECKED = "cpu_checked"
+
+
+class _Checked(np.ndarray):
+    """A numpy view of one kernel argument that raises :class:`_OutOfBounds` (naming the
+    argument and the whole index) where numpy raises ``IndexError``. Views of it (``a[env]``)
+    remember the index that made them, so an error shows the index into the whole array."""
+
+    def __array_finalize__(self, obj):
+        self._name = getattr(obj, "_name", "?")
+        self._full_shape = getattr(obj, "_full_shape", self.shape)
+        self._prefix = getattr(obj, "_prefix", ())
+
+    def _fail(self, index, err, action):
+        index = index if isinstance(index, tuple) else (index,)
+        raise _OutOfBounds(self._name, self._full_shape, self._prefix + index, action, err) from None
+
+    def __getitem__(self, index):
+        try:
+            out = super().__getitem__(index)
+        except IndexError as err:
+            self._fail(index, err, "read")
+        if isinstance(out, _Checked) and out.base is not None:
+            out._prefix = self._prefix + (index if isinstance(index, tuple) else (index,))
+        return out
+
+    def __setitem__(self, index, item):
+        try:
+            super().__setitem__(index, item)
+        except IndexError as err:
+            self._fail(index, err, "wrote")
+
+
+class _OutOfBounds(IndexError):
+    """An index outside a kernel argument (a state field, an output, a constant)."""
+
+    def __init__(self, name, shape, index, action, err):
+        super().__init__(str(err))
+        self.name, self.shape, self.index, self.action, self.numpy_error = name, tuple(shape), index, action, err
+
+
+def _show_index(index) -> str:
+    return ", ".join(":" if isinstance(i, slice) else str(int(i)) if isinstance(i, numbers.Integral) else repr(i)
+                     for i in index)
+
+
+class BoundsCheckedBackend:
+    """The CPU backend's loop (``KernelSpec.cpu_source``), run as Python over arrays that check
+    every index: a phase that reads or writes outside a field raises ``IndexError`` naming the
+    env, the kernel, the phase, the field, its declared and full shapes, and the index.
+
+    What the CPU backend lets through silently (Numba does not check indices) and the
+    simulator reports as numpy's bare ``IndexError``, this names. Phases run as Python, the
+    ``@njit`` helpers they call stay compiled (as in the simulator). Slow: for tests and
+    :func:`~torchrl_warp.check_env`, at small sizes. ``WarpEnv(backend="cpu_checked")``.
+
+    Args:
+        device: the CPU device.
+        owner: the env's name in the errors.
+        fields: the env's state fields (``Field``), for their declared shapes.
+    """
+
+    name = BOUNDS_CHECKED
+    moves_outputs = False
+
+    def __init__(self, device, owner: str, fields=()):
+        self.device = device
+        self.owner = owner
+        self.fields = {f.name: f for f in fields}
+
+    def compile(self, spec):
+        """A Python driver of ``spec`` (never cached: its errors name this env)."""
+        namespace = {"prange": range}
+        for i, phase in enumerate(spec.functions):
+            namespace[f"phase_{i}"] = self._phase(spec, i, phase)
+        source = spec.cpu_source()
+        exec(compile(source, f"<torchrl_warp checked {spec.kind}>", "exec"), namespace)
+        driver = namespace[f"warp_{spec.kind}_cpu"]
+        names = ("num_envs", "num_agents") + tuple(spec.arguments)
+
+        def run(num_envs, num_agents, *args):
+            checked = [self._checked(name, a) for name, a in zip(names[2:], args)]
+            driver(int(num_envs), int(num_agents), *checked)
+
+        return run
+
+    def _checked(self, name, value):
+        if not isinstance(value, np.ndarray):
+            return value
+        out = value.view(_Checked)
+        out._name, out._full_shape, out._prefix = name, value.shape, ()
+        return out
+
+    def _phase(self, spec, i, phase):
+        import types
+
+        import numba
+
+        fn = getattr(phase, "py_func", phase)
+        namespace = dict(fn.__globals__)
+        for key, value in fn.__globals__.items():
+            if isinstance(value, numba.core.registry.CPUDispatcher):
+                namespace[key] = _with_plain_arrays(value)
+        python = types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
+        count = len(spec.functions)
+
+        def call(env, agent, *args):
+            try:
+                return python(env, agent, *args)
+            except _OutOfBounds as err:
+                raise IndexError(self._message(spec, i, count, fn, env, agent, err)) from None
+
+        return call
+
+    def _message(self, spec, i, count, fn, env, agent, err) -> str:
+        field = self.fields.get(err.name)
+        if field is None:
+            declared = "a constant or builtin argument"
+        else:
+            lead = "[num_envs, num_agents]" if field.per_agent else "[num_envs]"
+            declared = f"declared as {lead} + {tuple(field.shape)}"
+            if err.name == "observation":
+                declared += " (the Layout's observation_shape)"
+            elif err.name == "action":
+                declared += " (the action spec's shape)"
+        detail = str(err.numpy_error)
+        return (f"{self.owner}: the {spec.kind} kernel's phase {fn.__qualname__} (phase {i + 1} of {count}), at env "
+                f"{env}, agent {agent}, {err.action} {err.name}[{_show_index(err.index)}], outside {err.name}'s shape "
+                f"{err.shape} ({declared}): {detail}")
+
+    def view(self, tensor):
+        return tensor.detach().numpy()
+
+    def launch(self, kernel, num_envs, num_agents, args, key=None):
+        kernel(num_envs, num_agents, *args)
+
+    def forget_graphs(self, recompiled=()):
+        """Nothing is captured: kernels run as Python."""
+
+
+def _with_plain_arrays(dispatcher):
+    """``dispatcher`` called with the plain numpy arrays under checked ones (Numba types those)."""
+    def call(*args):
+        return dispatcher(*(a.view(np.ndarray) if isinstance(a, _Checked) else a for a in args))
+
+    return call

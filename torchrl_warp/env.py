@@ -14,6 +14,8 @@ Examples:
 """
 from __future__ import annotations
 
+import numbers
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -22,7 +24,8 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl.envs import EnvBase
 
 from torchrl_warp.backends import make_backend
-from torchrl_warp.checks import check_action, check_flag, check_mask, check_memory, check_seed, resolve_device
+from torchrl_warp.checks import (BOUNDS_CHECKED, BoundsCheckedBackend, check_action, check_flag, check_mask,
+                                 check_memory, check_seed, resolve_device)
 from torchrl_warp.codegen import BUILTIN_ARGUMENTS, DRIVER_NAMES, KernelSpec
 from torchrl_warp.layout import DONE_KEYS, Layout
 from torchrl_warp.outputs import OUTPUT_FIELDS, Outputs
@@ -41,6 +44,10 @@ class WarpEnv(EnvBase):
         device: ``"cpu"`` (numba CPU backend, or the CUDA simulator when
             ``NUMBA_ENABLE_CUDASIM=1``) or ``"cuda"``/``"cuda:N"`` (Numba-CUDA kernels).
         backend: force ``"cuda"``, ``"cpu"`` or ``"cudasim"``; ``None`` picks from ``device``.
+            ``"cpu_checked"``: the CPU backend's loop run as Python over arrays that check
+            every index (slow: for finding bugs; :func:`~torchrl_warp.check_env` runs it).
+            A phase that reads or writes outside a field raises an ``IndexError`` naming
+            the env, the kernel, the phase, the field, its shape and the index.
         check_actions: check that action values lie in their spec. Shape, dtype and
             device are always checked (metadata only); the value check syncs with
             the device, so switch it off for full speed (kernels clamp indices anyway).
@@ -52,7 +59,9 @@ class WarpEnv(EnvBase):
         **params: the environment's parameters (see its ``parameters``); unknown
             names and wrong types raise ``TypeError``, values outside their range ``ValueError``.
 
-    Every argument is checked before anything is allocated. Subclasses declare
+    Every argument is checked before anything is allocated (NumPy ints are taken where
+    ints are). An env must be reset before its first step, and again after ``close()``
+    (a step is refused until then). Subclasses declare
     ``parameters`` (name -> :class:`~torchrl_warp.params.Param`: default, range, doc),
     implement ``_layout(p)``, and may implement ``_check_params(p)`` for rules that
     tie several parameters together (raise ``ValueError``). ``defaults`` (name ->
@@ -84,9 +93,10 @@ class WarpEnv(EnvBase):
         reset_pool=None,
         **params,
     ):
-        name = type(self).__name__
-        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        name = self._owner
+        if isinstance(num_envs, bool) or not isinstance(num_envs, numbers.Integral) or num_envs < 1:
             raise ValueError(f"{name}: num_envs must be a positive int, got {num_envs!r}")
+        num_envs = int(num_envs)
         check_flag(name, "check_actions", check_actions)
         check_flag(name, "cuda_graphs", cuda_graphs)
         seed = check_seed(name, seed)
@@ -112,7 +122,12 @@ class WarpEnv(EnvBase):
             v.numel() * v.element_size() for v in self.layout.constants.values() if isinstance(v, torch.Tensor))
         check_memory(name, 2 * needed, device, f"num_envs={num_envs}, {self.num_agents} agents per env")
 
-        self._backend = make_backend(backend, device, cuda_graphs)
+        if backend == BOUNDS_CHECKED:
+            if device.type != "cpu":
+                raise ValueError(f"{name}: backend {BOUNDS_CHECKED!r} runs on device='cpu', got device={device}")
+            self._backend = BoundsCheckedBackend(device, name, fields)
+        else:
+            self._backend = make_backend(backend, device, cuda_graphs, label=name)
         self.backend = self._backend.name
         self._outputs = Outputs(self.layout, num_envs, device)
         outputs_now = self._outputs.fields
@@ -154,6 +169,15 @@ class WarpEnv(EnvBase):
         self._view_pool()
         self._compiled = {kind: self._backend.compile(spec) for kind, spec in self._kernels.items()}
         self._set_seed(seed)  # None: drawn there
+        self._needs_reset = True  # until the first reset of every env
+        self._closed = False      # set by close(), cleared by the reset that reopens the env
+        self.is_closed = False    # EnvBase's flag (True until now: it is set for envs that wrap a library)
+
+    @property
+    def _owner(self) -> str:
+        """What the env's errors call it: the class the user built (``MPEEnv('simple_tag')`` for
+        an env that :func:`~torchrl_warp.envs.MPEEnv` built), else the class's name."""
+        return self.__dict__.get("_built_as") or type(self).__name__
 
     # ----- what a subclass provides ---------------------------------------------------
     def _check_params(self, p: SimpleNamespace) -> None:
@@ -165,7 +189,7 @@ class WarpEnv(EnvBase):
     # ----- kernels -----------------------------------------------------------------------
     def _check_kernel_names(self, field_names: list[str]) -> None:
         """Every name a phase asks for resolves to exactly one thing; none shadows a driver's."""
-        env = type(self).__name__
+        env = self._owner
         sources = {"state field": field_names, "parameter": list(vars(self.params)),
                    "constant": list(self.layout.constants)}
         seen: dict[str, str] = {}
@@ -205,7 +229,7 @@ class WarpEnv(EnvBase):
 
     def _checked_pool(self, pool) -> TensorDict | None:
         """The pool resetting envs draw from: ``pool`` (or none), checked, with the fixed starts."""
-        name = type(self).__name__
+        name = self._owner
         fixed = self._fixed_starts()
         if pool is None and not fixed:
             return None
@@ -317,7 +341,7 @@ class WarpEnv(EnvBase):
     def _set_seed(self, seed: int | None) -> None:
         """Seeds are ints in ``[0, 2**64 - 1]`` (``None``: drawn from torch's generator); a
         rejected seed changes nothing. A new seed restarts the episode counters."""
-        seed = check_seed(type(self).__name__, seed)
+        seed = check_seed(self._owner, seed)
         if seed is None:
             seed = int(torch.randint(0, 2**62, (1,)).item())
         self._seed = seed
@@ -331,12 +355,15 @@ class WarpEnv(EnvBase):
 
     # ----- TorchRL interface ---------------------------------------------------------------
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        if self._needs_reset or self._closed:
+            self._refuse("step")
         actions = [(k, tensordict.get(k, None)) for k in self._actions]
         for key, value in actions:
             if value is None:
-                raise KeyError(f"the input tensordict has no action {key!r}; expected {self._action_specs[key]}")
+                raise KeyError(f"{self._owner}.step: the input tensordict has no action {key!r}; expected "
+                               f"{self._action_specs[key]}")
             check_action(key, value, self._action_specs[key], self.device, self.check_actions,
-                         not self.clamps_actions)
+                         not self.clamps_actions, owner=f"{self._owner}.step", agents=self._agents_of(key))
         partial = tensordict.get("_step", None)
         if partial is not None:
             check_mask("_step", partial, self._env_mask_shapes, self.device)
@@ -355,13 +382,109 @@ class WarpEnv(EnvBase):
         return self._outputs.hand_out(with_reward=True)
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs) -> TensorDictBase:
+        self._reopen()
         mask = self._reset_request(tensordict)
         if mask is None:
             self._masks["reset"].fill_(True)
         else:
             self._masks["reset"].copy_(mask)
         self._launch("reset")
+        self._note_reset(mask)
         return self._outputs.hand_out(with_reward=False)
+
+    def _note_reset(self, mask: torch.Tensor | None) -> None:
+        """Clear the before-the-first-reset flag once every env was reset, by one reset or by
+        partial ones (a host sync only while it is set, and only for partial resets)."""
+        if not self._needs_reset:
+            return
+        if mask is not None:
+            seen = self.__dict__.get("_reset_seen")
+            seen = mask.reshape(self.num_envs).clone() if seen is None else seen | mask.reshape(self.num_envs)
+            self._reset_seen = seen
+            if not bool(seen.all()):
+                return
+        self._needs_reset = False
+        self.__dict__.pop("_reset_seen", None)
+
+    def _refuse(self, what: str) -> None:
+        """Raise the error of a ``what`` (a step) that the env's life cycle does not allow."""
+        if self._closed:
+            raise RuntimeError(f"{self._owner}.{what}: the env was closed (env.close(), which TorchRL's collectors "
+                               f"call when they finish): call env.reset() to start it again before stepping")
+        raise RuntimeError(f"{self._owner}.{what}: the env has not been reset yet: call env.reset() before "
+                           f"its first step (TorchRL's rollout and collectors do)")
+
+    def _reopen(self) -> None:
+        """A reset of a closed env starts it again (as TorchRL's batched envs restart on use);
+        every env must then be reset before the next step."""
+        if self._closed:
+            self._closed = False
+            self.is_closed = False
+            self._needs_reset = True
+
+    def _agents_of(self, key) -> int | None:
+        """The number of agents of the group whose action ``key`` is (``None``: a root key)."""
+        if isinstance(key, tuple) and self.layout.groups:
+            return self.layout.groups.get(key[0])
+        return None
+
+    def close(self, *, raise_if_closed: bool = True) -> None:
+        """Close the env (``is_closed`` becomes True): a step is refused until a ``reset()``
+        starts it again (then every env must be reset before the next step).
+
+        TorchRL's ``Collector`` closes its env when it has collected ``total_frames`` (and at
+        ``shutdown()``), and TorchRL's batched envs restart on their next use: so a closed
+        env is not dead. A later ``rollout`` resets it first and runs; a bare ``step`` from
+        a stale TensorDict is refused instead of continuing episodes that were given up.
+
+        Examples:
+            >>> from torchrl_warp.envs import CartPoleEnv
+            >>> env = CartPoleEnv(num_envs=2)
+            >>> td = env.reset()
+            >>> env.close()
+            >>> env.is_closed, env.rollout(2).batch_size, env.is_closed
+            (True, torch.Size([2, 2]), False)
+        """
+        self._closed = True
+        super().close(raise_if_closed=raise_if_closed)
+
+    def rollout(self, max_steps: int, *args, **kwargs) -> TensorDictBase:
+        """``EnvBase.rollout``, with ``max_steps`` checked first (a positive int; NumPy ints
+        too): TorchRL's fails with ``list_of_tensordicts cannot be empty`` for 0 or fewer.
+        A policy that writes an entry without a group's agent dimension gets an error
+        naming the group and the shapes instead of TensorDict's batch-size error.
+
+        Examples:
+            >>> from torchrl_warp.envs import CartPoleEnv
+            >>> CartPoleEnv(num_envs=2).rollout(0)
+            Traceback (most recent call last):
+            ...
+            ValueError: CartPoleEnv.rollout: max_steps must be a positive int, got 0
+        """
+        if isinstance(max_steps, bool) or not isinstance(max_steps, numbers.Integral) or max_steps < 1:
+            raise ValueError(f"{self._owner}.rollout: max_steps must be a positive int, got {max_steps!r}")
+        try:
+            return super().rollout(int(max_steps), *args, **kwargs)
+        except RuntimeError as err:
+            shapes = _BATCH_MISMATCH.search(str(err))
+            if shapes is None or not self.layout.groups:
+                raise
+            raise ValueError(self._mismatch_message(*shapes.groups(), err)) from err
+
+    def _mismatch_message(self, lead: str, got: str, err: Exception) -> str:
+        """What a TensorDict batch-size error inside a rollout means for this env's groups."""
+        lead = tuple(int(x) for x in lead.split(",") if x.strip())
+        got = tuple(int(x) for x in got.split(",") if x.strip())
+        groups = [g for g, n in self.layout.groups.items() if lead == (self.num_envs, n)] or list(self.layout.groups)
+        expected = [f"{key}: {tuple(self._action_specs[key].shape)}" for key in self._actions
+                    if isinstance(key, tuple) and key[0] in groups]
+        which = f"group {groups[0]!r}" if len(groups) == 1 else f"one of the groups {', '.join(map(repr, groups))}"
+        missing = len(lead) == 2 and got[:1] == lead[:1] and got[1:2] != lead[1:2]
+        return (f"{self._owner}.rollout: the policy wrote an entry of shape {got} into {which}, whose entries "
+                f"have the leading shape {lead} ([num_envs, n_agents])"
+                + ("; the agent dimension is missing" if missing else "")
+                + (f"; the env's actions are {'; '.join(expected)}" if expected else "")
+                + f" (TensorDict: {err})")
 
     def _reset_request(self, tensordict) -> torch.Tensor | None:
         """The per-env reset mask asked for by ``"_reset"`` keys, or None for all envs.
@@ -399,9 +522,11 @@ class WarpEnv(EnvBase):
         done = tensordict.get("done", None)
         if done is None:
             return super().maybe_reset(tensordict)
+        self._reopen()
         check_mask("done", done, self._env_mask_shapes, self.device)
         self._masks["reset"].copy_(done.reshape(self.num_envs))
         self._launch("reset")
+        self._note_reset(done)
         tensordict.update(self._outputs.hand_out(with_reward=False))
         return tensordict
 
@@ -491,6 +616,10 @@ class WarpEnv(EnvBase):
                 continue
             target._set_str(key, _copy_collection(value), validated=True, inplace=False)
 
+
+#: TensorDict's error for an entry whose leading dims are not the (sub-)TensorDict's batch size
+_BATCH_MISMATCH = re.compile(r"batch dimension mismatch, got self\.batch_size=torch\.Size\(\[([\d, ]*)\]\) and "
+                             r"value\.shape=torch\.Size\(\[([\d, ]*)\]\)")
 
 #: launches that run another launch's kernel with other arguments
 _LAUNCH_SPECS = {"reset_where_done": "reset"}

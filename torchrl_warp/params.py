@@ -2,8 +2,10 @@
 
 A :class:`Param` says everything the checks, the docs and the memory estimate need,
 so every environment gets the same checks: unknown names, wrong types, NaN and
-infinite floats, ints that do not fit the kernels' int32, values outside the range,
-strings outside the choices. ``table`` counts what a parameter allocates (a lookup
+infinite floats (and floats that float32, the state's dtype, cannot hold), ints that
+do not fit the kernels' int32, values outside the range, strings outside the choices.
+NumPy scalars are taken where Python's are (``np.int64(4)`` for an int, ``np.float32``
+for a float), and converted. ``table`` counts what a parameter allocates (a lookup
 table of ``value`` entries) in the memory estimate before anything is allocated.
 
 Examples:
@@ -15,6 +17,10 @@ Examples:
     Traceback (most recent call last):
     ...
     ValueError: CartPoleEnv: parameter 'gravity' must be a finite float, got nan
+    >>> check_params("CartPoleEnv", spec, {"gravity": 1e39})
+    Traceback (most recent call last):
+    ...
+    ValueError: CartPoleEnv: parameter 'gravity' must be a float that float32 holds, in [-3.4028234663852886e+38, 3.4028234663852886e+38] (the state is float32), got 1e+39
     >>> print(markdown_table(spec))
     | parameter | default | allowed | meaning |
     |---|---|---|---|
@@ -27,10 +33,13 @@ import math
 import numbers
 from dataclasses import dataclass
 
-__all__ = ["Param", "check_params", "table_bytes", "markdown_table", "INT32_MAX"]
+__all__ = ["Param", "check_params", "table_bytes", "markdown_table", "INT32_MAX", "FLOAT32_MAX"]
 
 #: the largest int a parameter may take: kernels compare them with int32 counters
 INT32_MAX = 2**31 - 1
+#: the largest magnitude a float parameter may take: the state is float32, where a larger
+#: value is infinite (``numpy.finfo(numpy.float32).max``)
+FLOAT32_MAX = 3.4028234663852886e38
 
 
 @dataclass(frozen=True)
@@ -49,7 +58,7 @@ class Param:
             ``value`` float32 entries: 4), counted in the memory estimate.
 
     Besides the bounds given, ints always lie in ``[-2**31 + 1, 2**31 - 1]`` and floats are
-    always finite.
+    always finite, in float32 too (``|value| <= FLOAT32_MAX``).
     """
 
     default: bool | int | float | str
@@ -111,6 +120,9 @@ class Param:
             return value
         if kind is float and not math.isfinite(value):
             raise ValueError(f"{where} must be a finite float, got {value!r}")
+        if kind is float and abs(value) > FLOAT32_MAX:
+            raise ValueError(f"{where} must be a float that float32 holds, in [{-FLOAT32_MAX!r}, {FLOAT32_MAX!r}] "
+                             f"(the state is float32), got {value!r}")
         in_range = (
             (self.ge is None or value >= self.ge) and (self.gt is None or value > self.gt)
             and (self.le is None or value <= self.le) and (self.lt is None or value < self.lt)

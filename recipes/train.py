@@ -14,8 +14,9 @@ events), ``checkpoint.pt`` (models and optimizer; ``resume=<path>`` continues fr
 ``learning_curve.png``, ``summary.json`` and, with ``video`` (on CUDA by default),
 ``video.gif`` of the trained agents (recipes/play.py).
 
-The config (every value's range: recipes/config.py) and the checkpoint to resume from
-(recipes/checkpoint.py) are checked before any env is built.
+The config (every key and value's range: recipes/config.py) is checked before torch loads and
+Hydra makes a run directory (a config error: ``error: ...`` lines, exit status 2), and with the
+checkpoint to resume from (recipes/checkpoint.py) again before any env is built.
 """
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ import time
 
 _IMPORTED = time.perf_counter()  # where /proc is missing, wall time is reported from here
 log = logging.getLogger("torchrl_warp.recipes.train")
+if __name__ == "__main__":  # the command line's config, checked before torch, TorchRL and Numba load (seconds)
+    from torchrl_warp.recipes.config import command_line_config, exit_on_config_error
+
+    _COMMAND_LINE_CONFIG = exit_on_config_error(command_line_config, sys.argv[1:])
 
 import hydra  # noqa: E402
 import torch  # noqa: E402
@@ -40,6 +45,7 @@ from tensordict.nn import NormalParamExtractor  # noqa: E402
 from torchrl.data import Bounded, Categorical, MultiCategorical  # noqa: E402
 from torchrl.modules import MLP, MultiAgentMLP, ProbabilisticActor, TanhNormal  # noqa: E402
 from tqdm import tqdm  # noqa: E402
+from tqdm.contrib.logging import logging_redirect_tqdm  # noqa: E402
 
 from torchrl_warp.distributions import MultiCategoricalLogits  # noqa: E402
 from torchrl_warp.memory import check_fits, gib, training_parts  # noqa: E402
@@ -48,7 +54,9 @@ from torchrl_warp.envs import AcrobotEnv, CartPoleEnv, MountainCarContinuousEnv,
     TagEnv, TagGridWorldEnv  # noqa: E402
 from torchrl_warp.recipes.checkpoint import load_checkpoint, restore, save_checkpoint  # noqa: E402
 from torchrl_warp.recipes.distributed import Ranks  # noqa: E402
-from torchrl_warp.recipes.config import check_config, register  # noqa: E402
+from torchrl_warp.recipes.config import (  # noqa: E402
+    check_config, check_env_params, cpu_batch_warning, exit_on_config_error, register,
+)
 from torchrl_warp.recipes.losses import LOSSES  # noqa: E402
 from torchrl_warp.recipes.metrics import (  # noqa: E402
     EpisodeTracker, count_tags, make_logger, plot_learning_curve, tags_per_episode,
@@ -525,7 +533,8 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     if not ranks.is_main:
         log.setLevel(logging.WARNING)  # rank 0 reports the run
     log.info("run directory: %s", out_dir)
-    check_config(cfg)  # every value in its range, the algo fits the env
+    check_config(cfg)  # every key known, every value in its range, the algo fits the env
+    check_env_params(cfg.env, ENVS)  # env.params: names the env takes
     # tensors and plain data, fitting cfg (env.params compared as the env resolves them)
     ckpt = load_checkpoint(cfg.resume, cfg, env_defaults(cfg)) if cfg.resume else None
     frames_per_batch = cfg.env.num_envs * cfg.env.steps_per_batch  # of each rank
@@ -546,6 +555,9 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     torch.set_float32_matmul_precision(cfg.algo.matmul_precision.value)
     env = make_env(cfg, device, cfg.env.num_envs, cfg.seed + ranks.rank)
     groups = list(env.layout.groups) if env.layout.groups else [None]
+    if device.type == "cpu" and (advice := cpu_batch_warning(cfg.env.num_envs, cfg.env.steps_per_batch,
+                                                             env.num_agents, cfg.algo.minibatch_size)):
+        log.warning(advice)
     # with obs_norm the stats are buffers of the networks: a resumed run loads them from the checkpoint
     # (MPE: each group's own, its observations its own kind; Tag: one set for both groups)
     per_group = cfg.env.name == "mpe"
@@ -604,50 +616,57 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     agent_steps_per_frame = env.num_agents
     train_start = time.perf_counter()
     setup_seconds = seconds_since_launch() - imports_seconds  # envs, kernels compiled, obs stats, networks
-    pbar = tqdm(total=total_frames, initial=frames_done, unit="frames", disable=not ranks.is_main)
     # no cast cache under a captured step: a cached cast would be a tensor of the capture
     amp = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.algo.amp, cache_enabled=not graphed)
     clock = Stopwatch(device)
     gradient_step = GradientStep(agents, agents_by_group, optimizer, cfg.algo, amp, graphed, device, ranks)
     profiler = IterationProfiler(cfg.profile_iteration, iteration, device, out_dir)
-    for batch in collector:
-        collect_s = clock.lap()
-        iteration += 1
-        batch_frames = batch.numel() * ranks.world  # every rank's batch
-        frames_done += batch_frames
-        tracker.update(batch)
-        with_group_done_flags(batch, groups)  # MPE: its root done flags, per agent for the losses
-        with torch.no_grad():
-            for g in groups:
-                agents_by_group[g].advantage(batch)
-        left = annealed(frames_done - batch_frames, total_frames) if cfg.algo.anneal_lr else 1.0
-        lr_now = cfg.algo.lr * left
-        set_lr(optimizer, lr_now)
-        for minibatch in minibatches(without_next_observations(batch, groups), minibatch_size, cfg.algo.epochs):
-            losses = gradient_step(minibatch)
-        collector.update_policy_weights_()
-        update_s = clock.lap()
-        profiler.step()
+    limit = TimeLimit(cfg.time_limit_s, ranks, device)
+    steps_per_update = cfg.algo.epochs * (frames_per_batch // minibatch_size)
+    # the log's console lines (the recipe's, TorchRL's, tensordict's: main()) print above the bar, not into it
+    with logging_redirect_tqdm(), tqdm(total=total_frames, initial=frames_done, unit="frames",
+                                       disable=not ranks.is_main) as pbar:
+        for batch in collector:
+            collect_s = clock.lap()
+            limit.check_collection(collect_s)
+            iteration += 1
+            batch_frames = batch.numel() * ranks.world  # every rank's batch
+            frames_done += batch_frames
+            tracker.update(batch)
+            with_group_done_flags(batch, groups)  # MPE: its root done flags, per agent for the losses
+            with torch.no_grad():
+                for g in groups:
+                    agents_by_group[g].advantage(batch)
+            left = annealed(frames_done - batch_frames, total_frames) if cfg.algo.anneal_lr else 1.0
+            lr_now = cfg.algo.lr * left
+            set_lr(optimizer, lr_now)
+            for steps_done, minibatch in enumerate(
+                    minibatches(without_next_observations(batch, groups), minibatch_size, cfg.algo.epochs), 1):
+                losses = gradient_step(minibatch)
+                if limit.reached():  # every rank stops at the same step (each waits for all of them)
+                    break
+            collector.update_policy_weights_()
+            update_s = clock.lap()
+            profiler.step()
 
-        row = {"frames": frames_done, "iteration": iteration, "time/collect_s": collect_s,
-               "time/update_s": update_s, "lr": lr_now, **tracker.summary(),
-               **{k: v.item() for k, v in losses.items()},
-               "agent_steps_per_s": ((frames_done - frames_at_start) * agent_steps_per_frame
-                                 / (time.perf_counter() - train_start))}
-        if cfg.env.name == "tag":
-            row["tags_per_env_step"] = count_tags(env, batch) / batch.numel()
-        history.append(row)
-        for name, value in row.items():
-            if logger is not None and name != "frames":
-                logger.log_scalar(name, value, step=frames_done)
-        pbar.update(batch_frames)
-        pbar.set_postfix({k: f"{v:.3g}" for k, v in row.items() if k.startswith("return/")})
-        if iteration % cfg.checkpoint_every == 0 and ranks.is_main:
-            save_checkpoint(checkpoint_path, agents, optimizer, frames_done, iteration, cfg)
-        # every rank stops at the same batch (each gradient step waits for all of them)
-        if cfg.time_limit_s and ranks.any(time.perf_counter() - train_start > cfg.time_limit_s, device):
-            break
-    pbar.close()
+            row = {"frames": frames_done, "iteration": iteration, "time/collect_s": collect_s,
+                   "time/update_s": update_s, "lr": lr_now, **tracker.summary(),
+                   **{k: v.item() for k, v in losses.items()},
+                   "agent_steps_per_s": ((frames_done - frames_at_start) * agent_steps_per_frame
+                                         / (time.perf_counter() - train_start))}
+            if cfg.env.name == "tag":
+                row["tags_per_env_step"] = count_tags(env, batch) / batch.numel()
+            history.append(row)
+            for name, value in row.items():
+                if logger is not None and name != "frames":
+                    logger.log_scalar(name, value, step=frames_done)
+            pbar.update(batch_frames)
+            pbar.set_postfix({k: f"{v:.3g}" for k, v in row.items() if k.startswith("return/")})
+            if iteration % cfg.checkpoint_every == 0 and ranks.is_main:
+                save_checkpoint(checkpoint_path, agents, optimizer, frames_done, iteration, cfg)
+            if limit.reached(batch_end=True):
+                limit.say_stopped(iteration, steps_done, steps_per_update)
+                break
     collector.shutdown()
     train_seconds = time.perf_counter() - train_start
     training_peak_gib = peak_memory_gib(device)
@@ -663,6 +682,7 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
         "env": cfg.env.name, **({"scenario": cfg.env.scenario} if cfg.env.name == "mpe" else {}),
         "algo": cfg.algo.name, "device": str(device), "frames": frames_done, "frames_this_run": frames_this_run,
         "agent_steps": frames_this_run * agent_steps_per_frame, "train_seconds": train_seconds,
+        "time_limit_reached": limit.hit,
         "agent_steps_per_s": frames_this_run * agent_steps_per_frame / train_seconds,
         # the recipe's estimate beside the training's peak (before evaluation): what a run needs
         "memory_estimate_gib": needed / 2**30, "peak_memory_gib": training_peak_gib,
@@ -833,6 +853,46 @@ class Stopwatch:
         return seconds
 
 
+class TimeLimit:
+    """``time_limit_s`` seconds of training (0: none) from its creation, checked after every
+    gradient step: a run stops within one step of the limit (under torchrun with several
+    ranks, at the end of the batch, every rank at the same one). A batch's collection is not
+    cut short.
+
+    >>> limit = TimeLimit(0.0)
+    >>> limit.reached(), limit.hit
+    (False, False)
+    """
+
+    def __init__(self, seconds: float, ranks: Ranks = Ranks(), device=None):
+        self.seconds, self.ranks, self.device = seconds, ranks, device
+        self.start = time.perf_counter()
+        self.hit, self.batches = False, 0
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def reached(self, batch_end: bool = False) -> bool:
+        """Whether the limit has passed (on any rank): the run stops after this gradient step.
+        With several ranks it is asked at a batch's end only: agreeing is an all-reduce and a
+        host sync, which after every gradient step would stall each rank's queue of work."""
+        if self.seconds and not self.hit and (batch_end or not self.ranks.distributed):
+            self.hit = self.ranks.any(self.elapsed() > self.seconds, self.device)
+        return self.hit
+
+    def check_collection(self, collect_s: float) -> None:
+        """Call after each collection: says so when the first one alone outlasted the limit."""
+        self.batches += 1
+        if self.batches == 1 and self.seconds and self.elapsed() > self.seconds:
+            log.warning("time limit of %g s passed while collecting the first batch (%.1f s; a collection is not "
+                        "cut short): one gradient step, then the run stops; for shorter batches lower env.num_envs "
+                        "or env.steps_per_batch", self.seconds, collect_s)
+
+    def say_stopped(self, iteration: int, steps_done: int, steps_per_update: int) -> None:
+        log.info("time limit of %g s reached after %.1f s of training, at gradient step %d of %d of iteration %d: "
+                 "stopping", self.seconds, self.elapsed(), steps_done, steps_per_update, iteration)
+
+
 class IterationProfiler:
     """Profiles one training iteration (its collection, then its update) with torch.profiler.
 
@@ -870,11 +930,26 @@ class IterationProfiler:
         self.prof = None
 
 
+def to_the_run_log(*names: str) -> None:
+    """Libraries' loggers (TorchRL's and tensordict's have console handlers of their own, TorchRL's
+    in colour codes) through the run's handlers instead: Hydra's console line format and
+    ``train.log``, and above the progress bar while it runs (``logging_redirect_tqdm``). Each
+    keeps the level its handlers let through (``RL_LOGGING_LEVEL`` still applies)."""
+    for name in names:
+        library = logging.getLogger(name)
+        levels = [library.level] + [h.level for h in library.handlers]
+        for handler in list(library.handlers):
+            library.removeHandler(handler)
+        library.setLevel(max(levels))
+        library.propagate = True
+
+
 @hydra.main(config_path="conf", config_name="config", version_base=None)
 def main(cfg: DictConfig) -> None:
     """The Hydra app, ``python -m torchrl_warp.recipes.train [overrides]``: :func:`train` into
     Hydra's run directory (a failure is logged to its ``train.log``, then raised)."""
     logging.getLogger("numba").setLevel(logging.WARNING)  # its CUDA driver's INFO lines are not ours
+    to_the_run_log("torchrl", "tensordict")  # their own handlers print coloured lines into the progress bar
     try:
         train(cfg, HydraConfig.get().runtime.output_dir)
     except Exception as error:  # the run directory's train.log says why it stopped
@@ -883,5 +958,7 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    if _COMMAND_LINE_CONFIG is not None:  # and its env.params, before Hydra makes the run directory
+        exit_on_config_error(check_env_params, _COMMAND_LINE_CONFIG.env, ENVS)
     sys.argv += Ranks.from_environment().hydra_overrides()  # under torchrun, rank 0 alone makes the run directory
     main()

@@ -73,7 +73,8 @@ def test_the_bench_refuses_a_collector_batch_that_cannot_fit():
 def test_the_recipe_refuses_a_run_that_cannot_fit_before_collecting(tmp_path):
     from test_recipes import run_train
 
-    frames = int(2 * memory.available_bytes("cpu") / 800)  # CartPole: ~100 bytes a frame with the actor's
+    # CartPole: ~100 bytes a frame with the actor's, so one batch alone is about the free memory
+    frames = int(8 * memory.available_bytes("cpu") / 800)
     num_envs = 2**16
     steps = max(1, frames // num_envs)
     proc = run_train(tmp_path, f"env.num_envs={num_envs}", f"env.steps_per_batch={steps}",

@@ -166,15 +166,98 @@ def test_intervals():
             Interval.parse(text)
 
 
-def test_a_bad_value_through_the_cli_leaves_no_checkpoint(tmp_path):
+def run_cli(tmp_path, *overrides):
+    """``python -X importtime -m torchrl_warp.recipes.train hydra.run.dir=<tmp_path>/run <overrides>``:
+    (the process, its wall seconds, its stderr without the import times, the modules it imported)."""
     import subprocess
     import sys
+    import time
 
-    proc = subprocess.run([sys.executable, "-m", "torchrl_warp.recipes.train", f"hydra.run.dir={tmp_path}",
-                           "algo.epochs=0"], capture_output=True, text=True, timeout=300)
-    assert proc.returncode != 0 and "algo.epochs must be in [1, inf), got 0" in proc.stderr
-    assert "Traceback" not in proc.stderr.split("ConfigError")[-1]
-    assert sorted(os.listdir(tmp_path)) == [".hydra", "train.log"]  # Hydra's own files only
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "torchrl_warp.recipes.train",
+                           f"hydra.run.dir={tmp_path / 'run'}", *overrides], capture_output=True, text=True,
+                          timeout=300)
+    seconds = time.perf_counter() - start
+    lines = proc.stderr.splitlines()
+    imported = {line.rsplit("|", 1)[1].strip() for line in lines if line.startswith("import time:")}
+    return proc, seconds, "\n".join(line for line in lines if not line.startswith("import time:")), imported
+
+
+CLI_BAD = [
+    # (overrides, stderr: all of it): Hydra's own "+" accepted an unknown key, which then did nothing
+    (["+algo.learning_rate=1e-3"], "error: algo.learning_rate is not a config key: did you mean algo.lr?"),
+    (["algo.learning_rate=1e-3"], "error: algo.learning_rate is not a config key: did you mean algo.lr?"),
+    (["env=mpe", "algo=mappo", "++env.num_env=64"],
+     "error: env.num_env is not a config key: did you mean env.num_envs?"),
+    (["+num_envs=64"], "error: num_envs is not a config key: did you mean env.num_envs?"),
+    (["algo.epochs=0", "eval_envs=0"],
+     "error: algo.epochs must be in [1, inf), got 0\nerror: eval_envs must be in [1, inf), got 0"),
+    (["env.num_envs=many"], "error: Error merging override env.num_envs=many: Value 'many' of type 'str' could not be "
+                            "converted to Integer"),
+    (["env=pong"], "error: In 'config': Could not find 'env/pong'; Available options in 'env': acrobot, cartpole, "
+                   "mountain_car, mountain_car_continuous, mpe, pendulum, tag, tag_gridworld"),
+]
+
+
+@pytest.mark.parametrize("overrides, stderr", CLI_BAD, ids=[" ".join(o) for o, _ in CLI_BAD])
+def test_a_config_error_is_one_line_before_torch_and_any_run_directory(tmp_path, overrides, stderr):
+    proc, seconds, errors, imported = run_cli(tmp_path, *overrides)
+    assert proc.returncode == 2, errors
+    assert errors == stderr and proc.stdout == ""  # once, no traceback, no log line
+    assert not (tmp_path / "run").exists()  # no run directory, no train.log
+    assert "torch" not in imported and "numba" not in imported  # checked before the heavy imports
+    assert seconds < 2.0, seconds
+
+
+def test_an_unknown_env_param_is_refused_before_any_run_directory(tmp_path):
+    """The env's own parameter declarations, read before Hydra makes the run directory (after the
+    imports: the env's module loads torch), naming the closest parameter."""
+    proc, _, errors, _ = run_cli(tmp_path, "env=tag", "algo=mappo", "+env.params.num_runner=3", "+env.params.seed=1")
+    assert proc.returncode == 2, errors
+    assert errors.splitlines() == [
+        "error: env.params.seed is set by the recipe: use seed=...",
+        "error: env.params: TagEnv got unknown parameter(s) 'num_runner' (did you mean 'num_runners'?); "
+        "valid parameters: " + errors.split("valid parameters: ")[-1]]
+    assert "num_runners" in errors.split("valid parameters: ")[-1].split(", ")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("override", ["+algo.learning_rate=1e-3", "++algo.learning_rate=1e-3", "+learning_rate=1e-3",
+                                      "+env.learning_rate=1e-3"])
+def test_check_config_refuses_a_key_added_with_plus(no_work, tmp_path, override):
+    """The composed config (train()'s, a --multirun job's) is checked for keys the schemas lack, too."""
+    from torchrl_warp.recipes.config import ConfigError, check_config
+    from torchrl_warp.recipes.train import train
+
+    cfg = compose(override)
+    with pytest.raises(ConfigError, match="learning_rate is not a config key: did you mean algo.lr"):
+        check_config(cfg)
+    with pytest.raises(ConfigError):
+        train(cfg, str(tmp_path))
+    check_config(compose("+env.params.anything=1"))  # the env's parameters: its constructor checks them
+
+
+def test_the_command_line_check_leaves_hydra_flags_and_sweeps_to_hydra():
+    from torchrl_warp.recipes.config import ConfigError, command_line_config
+
+    assert command_line_config(["--help"]) is None and command_line_config(["--cfg", "job"]) is None
+    assert command_line_config(["-m", "seed=0,1"]) is None  # a sweep's values: checked job by job
+    with pytest.raises(ConfigError, match="algo.learning_rate is not a config key"):
+        command_line_config(["-m", "+algo.learning_rate=1e-3,1e-4"])  # its keys: at once
+    cfg = command_line_config(["env=tag", "algo=mappo", "hydra.run.dir=x", "+env.params.use_full_observation=true"])
+    assert cfg.env.name == "tag" and cfg.env.params.use_full_observation is True
+
+
+def test_an_unknown_key_names_the_closest_known_key():
+    from torchrl_warp.recipes.config import unknown_key
+
+    assert unknown_key("algo.learning_rate").endswith("did you mean algo.lr?")
+    assert unknown_key("algo.ent_coef").endswith("did you mean algo.entropy_coeff?")
+    assert unknown_key("algo.num_envs").endswith("did you mean env.num_envs?")
+    assert unknown_key("env.num_env").endswith("did you mean env.num_envs?")
+    assert unknown_key("time_limit").endswith("did you mean time_limit_s?")
+    assert unknown_key("foo.bar") == "foo.bar is not a config key (python -m torchrl_warp.recipes.train --cfg job " \
+                                     "prints them all)"
 
 
 ENV_CONFIGS = sorted(f[:-5] for f in os.listdir(os.path.join(os.path.dirname(__file__), "..", "recipes", "conf", "env"))

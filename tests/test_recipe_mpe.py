@@ -138,7 +138,10 @@ def test_a_scenario_torchrl_warp_lacks_is_named_as_such():
 
 
 def test_an_unknown_scenario_parameter_is_the_envs_error(tmp_path):
-    with pytest.raises(TypeError, match=r"SimpleSpreadEnv got unknown parameter\(s\) .n_agent."):
+    """The recipe asks the env's own parameter check before any work (a ConfigError with the env's words)."""
+    from torchrl_warp.recipes.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"SimpleSpreadEnv got unknown parameter\(s\) .n_agent."):
         run(tmp_path, "algo=mappo", "+env.params.n_agent=2")
 
 

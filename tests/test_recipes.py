@@ -4,6 +4,7 @@ import glob
 import json
 import math
 import os
+import re
 import subprocess
 import time
 import sys
@@ -376,3 +377,80 @@ def test_the_collection_policy_writes_actions_and_log_probs_only():
     before = set(td.keys(True, True))
     written = set(collection_policy(actors)(td).keys(True, True)) - before
     assert written == {(g, k) for g in env.layout.groups for k in ("action", "action_log_prob")}
+
+
+def test_the_time_limit_stops_within_a_gradient_step_and_says_so(tmp_path):
+    """time_limit_s was checked between batches only: a 60 s limit on a CPU MPE run whose first
+    batch took 48 s ended it, silently, at 94 s. Here one batch's update is 1200 gradient steps
+    (~30 s on one CPU core); a 3 s limit stops it after the step that passes the limit."""
+    limit = 3
+    proc = run_train(tmp_path, "env.num_envs=16", "env.steps_per_batch=8", "env.total_frames=1280", "eval_envs=4",
+                     "algo.minibatch_size=8", "algo.epochs=75", f"time_limit_s={limit}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    log = (tmp_path / "train.log").read_text()
+    stop = re.search(r"time limit of 3 s reached after ([\d.]+) s of training, at gradient step (\d+) of 1200 of "
+                     r"iteration 1: stopping", log)
+    assert stop and 1 <= int(stop[2]) < 1200 and limit <= float(stop[1]) < limit + 1, log
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["time_limit_reached"] is True and summary["frames"] == 128  # one batch, partly trained on
+    assert limit <= summary["train_seconds"] < limit + 2
+    assert read_csv_scalars(tmp_path)["time/update_s"][0] < limit + 1
+    assert torch.load(tmp_path / "checkpoint.pt", weights_only=True)["frames"] == 128
+
+
+def test_mpe_on_the_cpu_says_its_batch_is_a_gpus_and_a_first_batch_past_the_limit_is_said(tmp_path):
+    """env=mpe's batch (4096 x 25 x 3 agent-steps) is a GPU's: on the CPU the run says so at launch,
+    with a CPU size; a first batch that outlasts the limit is said to, then one step is taken."""
+    proc = run_train(tmp_path, "env=mpe", "algo=mappo", "env.num_envs=1024", "env.total_frames=51200", "eval_envs=4",
+                     "time_limit_s=0.01")  # 1024 x 25 x 3 = 76800 agent-steps a batch
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    log = (tmp_path / "train.log").read_text()
+    assert ("[WARNING] - a batch of env.num_envs=1024 x env.steps_per_batch=25 x 3 agents (76800 agent-steps) is "
+            "sized for a GPU") in log and "for the CPU try env.num_envs=512 algo.minibatch_size=6400" in log, log
+    assert "[WARNING] - time limit of 0.01 s passed while collecting the first batch" in log, log
+    # mpe.yaml's minibatch of 12800: 2 gradient steps an epoch of a 25600-frame batch, 4 epochs
+    assert re.search(r"at gradient step 1 of 8 of iteration 1: stopping", log), log
+    assert json.loads((tmp_path / "summary.json").read_text())["frames"] == 25600
+
+
+NOISY_TRAIN = '''
+import runpy, sys
+from tensordict.utils import logger as tensordict_logger
+from torchrl._utils import logger as torchrl_logger
+from torchrl_warp.recipes import metrics
+
+update = metrics.EpisodeTracker.update
+
+
+def noisy_update(self, batch):  # what TorchRL 0.14's LazyTensorStorage and CudaGraphModule log, once a batch
+    torchrl_logger.info("Initialized LazyTensorStorage with torch.Size([256]) shape")
+    tensordict_logger.info("Registering CUDA graph...")
+    return update(self, batch)
+
+
+metrics.EpisodeTracker.update = noisy_update
+sys.argv = ["train", *sys.argv[1:]]
+runpy.run_module("torchrl_warp.recipes.train", run_name="__main__", alter_sys=True)
+'''
+
+
+def test_library_log_lines_print_above_the_progress_bar_without_colour_codes(tmp_path):
+    """TorchRL's INFO lines (its own handler, in colour codes) printed into the progress bar's line;
+    tensordict's too (on a GPU: "Registering CUDA graph..."). The recipe's run, its stdout and
+    stderr as one stream (as a terminal shows them), with both libraries logging once a batch."""
+    script = tmp_path / "noisy_train.py"
+    script.write_text(NOISY_TRAIN)
+    run_dir = tmp_path / "run"
+    proc = subprocess.run([sys.executable, str(script), f"hydra.run.dir={run_dir}", "env.num_envs=32",
+                           "env.steps_per_batch=8", "env.total_frames=768", "eval_envs=4"], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=600, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "\x1b[" not in proc.stdout  # no raw colour codes
+    for message in ("[torchrl][INFO] - Initialized LazyTensorStorage", "[tensordict][INFO] - Registering CUDA graph"):
+        lines = [line for line in proc.stdout.split("\n") if message in line]
+        assert len(lines) == 3, (message, proc.stdout[-3000:])  # one a batch
+        # each on a line of its own: after the bar's line is cleared (\r), nothing of the bar before it
+        assert all(line.split("\r")[-1].startswith("[20") for line in lines), lines
+        assert (run_dir / "train.log").read_text().count(message) == 3  # and in the run's log
+    bar = [line for line in proc.stdout.replace("\r", "\n").splitlines() if "frames/s" in line]
+    assert bar and bar[-1].startswith("100%|") and " 768/768 " in bar[-1]

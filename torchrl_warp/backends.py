@@ -11,6 +11,8 @@ buffer), and launches the driver.
 * ``cudasim``: the CUDA kernel source run by Numba's simulator on the CPU
   (``NUMBA_ENABLE_CUDASIM=1`` must be set before numba is imported). Slow: for
   tests at tiny sizes, so that CI exercises the GPU code path without a GPU.
+* ``cpu_checked``: the ``cpu`` loop run as Python over arrays that check every index,
+  naming the field and phase an out-of-bounds access hits (slow: ``check_env`` runs it).
 
 The ``cpu`` and ``cuda`` backends compile through the kernel cache
 (:mod:`~torchrl_warp.kernel_cache`): a process loads the kernels an earlier one
@@ -23,9 +25,11 @@ Examples:
 """
 from __future__ import annotations
 
+import numbers
 import types
 
 import numba
+import numpy as np
 import torch
 
 from torchrl_warp import kernel_cache, threads
@@ -33,7 +37,8 @@ from torchrl_warp.codegen import KernelSpec
 from torchrl_warp.rebase import rebase, rebase_in_python
 from torchrl_warp.simulator import simulator_enabled
 
-__all__ = ["Backend", "CpuBackend", "CpuKernel", "CudaBackend", "SimulatorBackend", "make_backend", "simulator_enabled"]
+__all__ = ["Backend", "BoundsCheckedBackend", "BOUNDS_CHECKED", "CpuBackend", "CpuKernel", "CudaBackend",
+           "SimulatorBackend", "make_backend", "simulator_enabled"]
 
 _COMPILED: dict = {}
 
@@ -261,15 +266,9 @@ class SimulatorBackend(_CudaLayout):
     min_block_threads = 16
 
     def _phase(self, phase):
-        # The simulator runs kernels as Python, so phases run as Python too. Jitted
-        # helpers they call stay jitted; those given the simulator's fake device
-        # arrays get the numpy arrays underneath instead.
-        fn = getattr(phase, "py_func", phase)
-        namespace = dict(fn.__globals__)
-        for name, value in fn.__globals__.items():
-            if isinstance(value, numba.core.registry.CPUDispatcher):
-                namespace[name] = _with_numpy_arrays(value)
-        return types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
+        # The simulator runs kernels as Python, so phases run as Python too; the jitted
+        # helpers they call get the numpy arrays under the simulator's fake device arrays
+        return _python_phase(phase, _fake_array_numpy)
 
     def view(self, tensor):
         # a fake device array over the numpy view: passing the numpy array itself
@@ -289,20 +288,178 @@ def _label(spec: KernelSpec) -> str:
     return (getattr(fn, "__module__", None) or "kernel").rsplit(".", 1)[-1]
 
 
-def _with_numpy_arrays(dispatcher):
+def _python_phase(phase, unwrap):
+    """``phase`` run as Python (what the simulator and the bounds-checked backend run): the
+    jitted helpers it calls stay jitted, each argument passed through ``unwrap`` first (the
+    array Numba can type under the backend's own array kind)."""
+    fn = getattr(phase, "py_func", phase)
+    namespace = dict(fn.__globals__)
+    for name, value in fn.__globals__.items():
+        if isinstance(value, numba.core.registry.CPUDispatcher):
+            namespace[name] = _unwrapping(value, unwrap)
+    return types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
+
+
+def _unwrapping(dispatcher, unwrap):
     def call(*args):
-        return dispatcher(*(getattr(a, "_item", a)._ary if hasattr(a, "_item") else a for a in args))
+        return dispatcher(*(unwrap(a) for a in args))
 
     return call
 
 
+def _fake_array_numpy(a):
+    """The numpy array under one of the simulator's fake device arrays."""
+    return getattr(a, "_item", a)._ary if hasattr(a, "_item") else a
+
+
+# ----- a bounds-checked run of the kernels -------------------------------------------------
+#: the backend name of :class:`BoundsCheckedBackend` (``WarpEnv(backend="cpu_checked")``)
+BOUNDS_CHECKED = "cpu_checked"
+
+
+class _Checked(np.ndarray):
+    """A numpy view of one kernel argument that raises :class:`_OutOfBounds` (naming the
+    argument and the whole index) where numpy raises ``IndexError``. Views of it (``a[env]``)
+    remember the index that made them, so an error shows the index into the whole array."""
+
+    def __array_finalize__(self, obj):
+        self._name = getattr(obj, "_name", "?")
+        self._full_shape = getattr(obj, "_full_shape", self.shape)
+        self._prefix = getattr(obj, "_prefix", ())
+
+    def _fail(self, index, err, action):
+        index = index if isinstance(index, tuple) else (index,)
+        raise _OutOfBounds(self._name, self._full_shape, self._prefix + index, action, err) from None
+
+    def __getitem__(self, index):
+        try:
+            out = super().__getitem__(index)
+        except IndexError as err:
+            self._fail(index, err, "read")
+        if isinstance(out, _Checked) and out.base is not None:
+            out._prefix = self._prefix + (index if isinstance(index, tuple) else (index,))
+        return out
+
+    def __setitem__(self, index, item):
+        try:
+            super().__setitem__(index, item)
+        except IndexError as err:
+            self._fail(index, err, "wrote")
+
+
+class _OutOfBounds(IndexError):
+    """An index outside a kernel argument (a state field, an output, a constant)."""
+
+    def __init__(self, name, shape, index, action, err):
+        super().__init__(str(err))
+        self.name, self.shape, self.index, self.action, self.numpy_error = name, tuple(shape), index, action, err
+
+
+def _show_index(index) -> str:
+    return ", ".join(":" if isinstance(i, slice) else str(int(i)) if isinstance(i, numbers.Integral) else repr(i)
+                     for i in index)
+
+
+class BoundsCheckedBackend:
+    """The CPU backend's loop (``KernelSpec.cpu_source``), run as Python over arrays that check
+    every index: a phase that reads or writes outside a field raises ``IndexError`` naming the
+    env, the kernel, the phase, the field, its declared and full shapes, and the index.
+
+    What the CPU backend lets through silently (Numba does not check indices) and the
+    simulator reports as numpy's bare ``IndexError``, this names. Phases run as Python, the
+    ``@njit`` helpers they call stay compiled (as in the simulator). Slow: for tests and
+    :func:`~torchrl_warp.check_env`, at small sizes. ``WarpEnv(backend="cpu_checked")``.
+
+    Args:
+        device: the CPU device.
+        owner: the env's name in the errors.
+        fields: the env's state fields (``Field``), for their declared shapes.
+    """
+
+    name = BOUNDS_CHECKED
+    moves_outputs = False
+
+    def __init__(self, device, owner: str, fields=()):
+        self.device = device
+        self.owner = owner
+        self.fields = {f.name: f for f in fields}
+
+    def compile(self, spec):
+        """A Python driver of ``spec`` (never cached: its errors name this env)."""
+        namespace = {"prange": range}
+        for i, phase in enumerate(spec.functions):
+            namespace[f"phase_{i}"] = self._phase(spec, i, phase)
+        source = spec.cpu_source()
+        exec(compile(source, f"<torchrl_warp checked {spec.kind}>", "exec"), namespace)
+        driver = namespace[f"warp_{spec.kind}_cpu"]
+        names = ("num_envs", "num_agents") + tuple(spec.arguments)
+
+        def run(num_envs, num_agents, *args):
+            checked = [self._checked(name, a) for name, a in zip(names[2:], args)]
+            driver(int(num_envs), int(num_agents), *checked)
+
+        return run
+
+    def _checked(self, name, value):
+        if not isinstance(value, np.ndarray):
+            return value
+        out = value.view(_Checked)
+        out._name, out._full_shape, out._prefix = name, value.shape, ()
+        return out
+
+    def _phase(self, spec, i, phase):
+        fn = getattr(phase, "py_func", phase)
+        python, count = _python_phase(phase, _plain_array), len(spec.functions)
+
+        def call(env, agent, *args):
+            try:
+                return python(env, agent, *args)
+            except _OutOfBounds as err:
+                raise IndexError(self._message(spec, i, count, fn, env, agent, err)) from None
+
+        return call
+
+    def _message(self, spec, i, count, fn, env, agent, err) -> str:
+        field = self.fields.get(err.name)
+        if field is None:
+            declared = "a constant or builtin argument"
+        else:
+            lead = "[num_envs, num_agents]" if field.per_agent else "[num_envs]"
+            declared = f"declared as {lead} + {tuple(field.shape)}"
+            if err.name == "observation":
+                declared += " (the Layout's observation_shape)"
+            elif err.name == "action":
+                declared += " (the action spec's shape)"
+        detail = str(err.numpy_error)
+        return (f"{self.owner}: the {spec.kind} kernel's phase {fn.__qualname__} (phase {i + 1} of {count}), at env "
+                f"{env}, agent {agent}, {err.action} {err.name}[{_show_index(err.index)}], outside {err.name}'s shape "
+                f"{err.shape} ({declared}): {detail}")
+
+    def view(self, tensor):
+        return tensor.detach().numpy()
+
+    def launch(self, kernel, num_envs, num_agents, args, key=None):
+        kernel(num_envs, num_agents, *args)
+
+    def forget_graphs(self, recompiled=()):
+        """Nothing is captured: kernels run as Python."""
+
+
+def _plain_array(a):
+    """The plain numpy array under a checked one (Numba types those)."""
+    return a.view(np.ndarray) if isinstance(a, _Checked) else a
+
+
+
 def make_backend(name: str | None, device: torch.device, cuda_graphs: bool = True,
-                 label: str | None = None) -> Backend:
+                 label: str | None = None, fields=()) -> Backend:
     """The backend for ``device``; ``name=None`` picks the natural one.
 
     ``cuda`` devices run the ``cuda`` backend; the ``cpu`` device runs ``cpu``,
-    or ``cudasim`` when ``NUMBA_ENABLE_CUDASIM=1``. ``label`` names whom the kernels
-    are for in the compile log line (an env passes its class name).
+    or ``cudasim`` when ``NUMBA_ENABLE_CUDASIM=1``; ``cpu_checked`` (asked for by name)
+    is :class:`BoundsCheckedBackend`. ``label`` names whom the kernels are for in the
+    compile log line and the bounds-checked errors (an env passes its class name);
+    ``fields``: the env's state fields, whose declared shapes those errors give.
     """
     sim = simulator_enabled()
     if name is None:
@@ -316,7 +473,7 @@ def make_backend(name: str | None, device: torch.device, cuda_graphs: bool = Tru
                 "numba.cuda by its simulator in this process"
             )
         return CudaBackend(device, graphs=cuda_graphs, label=label)
-    if name in ("cpu", "cudasim"):
+    if name in ("cpu", "cudasim", BOUNDS_CHECKED):
         if device.type != "cpu":
             raise ValueError(f"backend {name!r} runs on device='cpu', got device={device}")
         if name == "cudasim":
@@ -326,5 +483,7 @@ def make_backend(name: str | None, device: torch.device, cuda_graphs: bool = Tru
                     "before numba is first imported"
                 )
             return SimulatorBackend(device, label)
+        if name == BOUNDS_CHECKED:
+            return BoundsCheckedBackend(device, label or "the env", fields)
         return CpuBackend(device, label)
-    raise ValueError(f"unknown backend {name!r}: expected 'cuda', 'cpu' or 'cudasim'")
+    raise ValueError(f"unknown backend {name!r}: expected 'cuda', 'cpu', 'cudasim' or {BOUNDS_CHECKED!r}")

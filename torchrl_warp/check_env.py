@@ -330,8 +330,8 @@ def _worker(job_path: str) -> None:
 
 def _bounds_checked_rollout(cls, job) -> None:
     """The job's rollout on the bounds-checked CPU backend; an index outside a field raises
-    an ``IndexError`` that names it (:class:`~torchrl_warp.checks.BoundsCheckedBackend`)."""
-    from torchrl_warp.checks import BOUNDS_CHECKED
+    an ``IndexError`` that names it (:class:`~torchrl_warp.backends.BoundsCheckedBackend`)."""
+    from torchrl_warp.backends import BOUNDS_CHECKED
 
     env = cls(num_envs=job["num_envs"], device="cpu", backend=BOUNDS_CHECKED, seed=job["seed"], **job["params"])
     try:

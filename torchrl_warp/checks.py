@@ -1,5 +1,4 @@
-"""Input validation: devices, memory, seeds, masks and actions (parameters: :mod:`~torchrl_warp.params`),
-and a bounds-checked run of an env's kernels (:class:`BoundsCheckedBackend`).
+"""Input validation: devices, memory, seeds, masks and actions (parameters: :mod:`~torchrl_warp.params`).
 
 Every check raises an error that names the offending thing and what was expected,
 before anything is written into an environment's state.
@@ -16,11 +15,10 @@ from __future__ import annotations
 
 import numbers
 
-import numpy as np
 import torch
 
 __all__ = ["resolve_device", "check_memory", "check_seed", "check_mask", "check_flag", "check_action",
-           "action_violation", "BoundsCheckedBackend", "BOUNDS_CHECKED"]
+           "action_violation"]
 
 
 def resolve_device(device) -> torch.device:
@@ -227,153 +225,3 @@ def _allowed(value: torch.Tensor, spec) -> str:
         allowed = "allowed " + ", ".join(f"component {j} in [{_num(low[j])}, {_num(high[j])}]" for j in range(len(low)))
     out = ", ".join(f"component {j} (min {_num(lo[j])}, max {_num(hi[j])})" for j in bad)
     return f"{allowed} ({kind})" + (f"; out of range: {out}" if out and len(low) > 1 else "")
-
-
-# ----- a bounds-checked run of the kernels -------------------------------------------------
-#: the backend name of :class:`BoundsCheckedBackend` (``WarpEnv(backend="cpu_checked")``)
-BOUNDS_CHECKED = "cpu_checked"
-
-
-class _Checked(np.ndarray):
-    """A numpy view of one kernel argument that raises :class:`_OutOfBounds` (naming the
-    argument and the whole index) where numpy raises ``IndexError``. Views of it (``a[env]``)
-    remember the index that made them, so an error shows the index into the whole array."""
-
-    def __array_finalize__(self, obj):
-        self._name = getattr(obj, "_name", "?")
-        self._full_shape = getattr(obj, "_full_shape", self.shape)
-        self._prefix = getattr(obj, "_prefix", ())
-
-    def _fail(self, index, err, action):
-        index = index if isinstance(index, tuple) else (index,)
-        raise _OutOfBounds(self._name, self._full_shape, self._prefix + index, action, err) from None
-
-    def __getitem__(self, index):
-        try:
-            out = super().__getitem__(index)
-        except IndexError as err:
-            self._fail(index, err, "read")
-        if isinstance(out, _Checked) and out.base is not None:
-            out._prefix = self._prefix + (index if isinstance(index, tuple) else (index,))
-        return out
-
-    def __setitem__(self, index, item):
-        try:
-            super().__setitem__(index, item)
-        except IndexError as err:
-            self._fail(index, err, "wrote")
-
-
-class _OutOfBounds(IndexError):
-    """An index outside a kernel argument (a state field, an output, a constant)."""
-
-    def __init__(self, name, shape, index, action, err):
-        super().__init__(str(err))
-        self.name, self.shape, self.index, self.action, self.numpy_error = name, tuple(shape), index, action, err
-
-
-def _show_index(index) -> str:
-    return ", ".join(":" if isinstance(i, slice) else str(int(i)) if isinstance(i, numbers.Integral) else repr(i)
-                     for i in index)
-
-
-class BoundsCheckedBackend:
-    """The CPU backend's loop (``KernelSpec.cpu_source``), run as Python over arrays that check
-    every index: a phase that reads or writes outside a field raises ``IndexError`` naming the
-    env, the kernel, the phase, the field, its declared and full shapes, and the index.
-
-    What the CPU backend lets through silently (Numba does not check indices) and the
-    simulator reports as numpy's bare ``IndexError``, this names. Phases run as Python, the
-    ``@njit`` helpers they call stay compiled (as in the simulator). Slow: for tests and
-    :func:`~torchrl_warp.check_env`, at small sizes. ``WarpEnv(backend="cpu_checked")``.
-
-    Args:
-        device: the CPU device.
-        owner: the env's name in the errors.
-        fields: the env's state fields (``Field``), for their declared shapes.
-    """
-
-    name = BOUNDS_CHECKED
-    moves_outputs = False
-
-    def __init__(self, device, owner: str, fields=()):
-        self.device = device
-        self.owner = owner
-        self.fields = {f.name: f for f in fields}
-
-    def compile(self, spec):
-        """A Python driver of ``spec`` (never cached: its errors name this env)."""
-        namespace = {"prange": range}
-        for i, phase in enumerate(spec.functions):
-            namespace[f"phase_{i}"] = self._phase(spec, i, phase)
-        source = spec.cpu_source()
-        exec(compile(source, f"<torchrl_warp checked {spec.kind}>", "exec"), namespace)
-        driver = namespace[f"warp_{spec.kind}_cpu"]
-        names = ("num_envs", "num_agents") + tuple(spec.arguments)
-
-        def run(num_envs, num_agents, *args):
-            checked = [self._checked(name, a) for name, a in zip(names[2:], args)]
-            driver(int(num_envs), int(num_agents), *checked)
-
-        return run
-
-    def _checked(self, name, value):
-        if not isinstance(value, np.ndarray):
-            return value
-        out = value.view(_Checked)
-        out._name, out._full_shape, out._prefix = name, value.shape, ()
-        return out
-
-    def _phase(self, spec, i, phase):
-        import types
-
-        import numba
-
-        fn = getattr(phase, "py_func", phase)
-        namespace = dict(fn.__globals__)
-        for key, value in fn.__globals__.items():
-            if isinstance(value, numba.core.registry.CPUDispatcher):
-                namespace[key] = _with_plain_arrays(value)
-        python = types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
-        count = len(spec.functions)
-
-        def call(env, agent, *args):
-            try:
-                return python(env, agent, *args)
-            except _OutOfBounds as err:
-                raise IndexError(self._message(spec, i, count, fn, env, agent, err)) from None
-
-        return call
-
-    def _message(self, spec, i, count, fn, env, agent, err) -> str:
-        field = self.fields.get(err.name)
-        if field is None:
-            declared = "a constant or builtin argument"
-        else:
-            lead = "[num_envs, num_agents]" if field.per_agent else "[num_envs]"
-            declared = f"declared as {lead} + {tuple(field.shape)}"
-            if err.name == "observation":
-                declared += " (the Layout's observation_shape)"
-            elif err.name == "action":
-                declared += " (the action spec's shape)"
-        detail = str(err.numpy_error)
-        return (f"{self.owner}: the {spec.kind} kernel's phase {fn.__qualname__} (phase {i + 1} of {count}), at env "
-                f"{env}, agent {agent}, {err.action} {err.name}[{_show_index(err.index)}], outside {err.name}'s shape "
-                f"{err.shape} ({declared}): {detail}")
-
-    def view(self, tensor):
-        return tensor.detach().numpy()
-
-    def launch(self, kernel, num_envs, num_agents, args, key=None):
-        kernel(num_envs, num_agents, *args)
-
-    def forget_graphs(self, recompiled=()):
-        """Nothing is captured: kernels run as Python."""
-
-
-def _with_plain_arrays(dispatcher):
-    """``dispatcher`` called with the plain numpy arrays under checked ones (Numba types those)."""
-    def call(*args):
-        return dispatcher(*(a.view(np.ndarray) if isinstance(a, _Checked) else a for a in args))
-
-    return call

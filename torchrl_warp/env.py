@@ -24,8 +24,7 @@ from tensordict import TensorDict, TensorDictBase
 from torchrl.envs import EnvBase
 
 from torchrl_warp.backends import make_backend
-from torchrl_warp.checks import (BOUNDS_CHECKED, BoundsCheckedBackend, check_action, check_flag, check_mask,
-                                 check_memory, check_seed, resolve_device)
+from torchrl_warp.checks import check_action, check_flag, check_mask, check_memory, check_seed, resolve_device
 from torchrl_warp.codegen import BUILTIN_ARGUMENTS, DRIVER_NAMES, KernelSpec
 from torchrl_warp.layout import DONE_KEYS, Layout
 from torchrl_warp.outputs import OUTPUT_FIELDS, Outputs
@@ -122,12 +121,7 @@ class WarpEnv(EnvBase):
             v.numel() * v.element_size() for v in self.layout.constants.values() if isinstance(v, torch.Tensor))
         check_memory(name, 2 * needed, device, f"num_envs={num_envs}, {self.num_agents} agents per env")
 
-        if backend == BOUNDS_CHECKED:
-            if device.type != "cpu":
-                raise ValueError(f"{name}: backend {BOUNDS_CHECKED!r} runs on device='cpu', got device={device}")
-            self._backend = BoundsCheckedBackend(device, name, fields)
-        else:
-            self._backend = make_backend(backend, device, cuda_graphs, label=name)
+        self._backend = make_backend(backend, device, cuda_graphs, label=name, fields=fields)
         self.backend = self._backend.name
         self._outputs = Outputs(self.layout, num_envs, device)
         outputs_now = self._outputs.fields

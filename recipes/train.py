@@ -47,6 +47,7 @@ from torchrl.modules import MLP, MultiAgentMLP, ProbabilisticActor, TanhNormal  
 from tqdm import tqdm  # noqa: E402
 from tqdm.contrib.logging import logging_redirect_tqdm  # noqa: E402
 
+from torchrl_warp.capture import numba_frees_deferred  # noqa: E402
 from torchrl_warp.distributions import MultiCategoricalLogits  # noqa: E402
 from torchrl_warp.memory import check_fits, gib, training_parts  # noqa: E402
 from torchrl_warp.graphed_collector import GraphedCollector  # noqa: E402
@@ -813,14 +814,18 @@ class GradientStep:
         self.agents, self.agents_by_group, self.optimizer = agents, agents_by_group, optimizer
         self.ranks = ranks
         self.max_grad_norm, self.amp = algo.max_grad_norm, amp
-        self._step = self._eager
+        self._step, self._device = self._eager, torch.device(device)
+        self.graphed = graphed
         if graphed:
             from tensordict.nn import CudaGraphModule
 
             self._step = CudaGraphModule(self._eager, in_keys=[], out_keys=[], warmup=2, device=device)
 
     def __call__(self, minibatch) -> TensorDict:
-        return self._step(minibatch)
+        if not self.graphed:
+            return self._step(minibatch)
+        with numba_frees_deferred(self._device):  # the call that captures must not meet a Numba free
+            return self._step(minibatch)
 
     def _eager(self, minibatch) -> TensorDict:
         total = 0.0

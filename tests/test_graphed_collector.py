@@ -383,3 +383,29 @@ def test_random_action_batches_are_captured_at_the_benchmarks_sizes(name):
         assert torch.isfinite(third["next", key]).all(), key
         assert torch.equal(second[key][went_on, 0], first["next", key][went_on, -1]), key
         assert not torch.equal(second[key], third[key]), key
+
+
+@pytest.mark.gpu
+def test_a_capture_is_not_invalidated_by_numba_freeing_what_it_owned():
+    """Numba frees its device memory in batches, whenever the garbage collector gets to it:
+    a batch flushed inside a capture (``cuMemFree``) invalidated it, so captures failed or
+    not by what earlier tests left behind. Here the policy drops 50 Numba allocations inside
+    the capture: it succeeds, and the memory is freed afterwards."""
+    from numba import cuda
+
+    env = make("cartpole", seed=0, device="cuda")
+    owned = [cuda.device_array(1 << 10) for _ in range(50)]
+    pending = cuda.current_context().deallocations
+
+    def policy(td):
+        if torch.cuda.is_current_stream_capturing():
+            owned.clear()  # 50 frees queued inside the capture: more than Numba lets wait
+        return td.set("action", torch.zeros(env.num_envs, dtype=torch.int64, device="cuda"))
+
+    collector = GraphedCollector(env, policy, frames_per_batch=env.num_envs * 3, total_frames=-1)
+    collector.next(), collector.next()  # eager, then captured
+    assert collector._graph is not None and collector._graph._graph is not None and not owned
+    assert len(pending) >= 50  # held until the capture ended
+    cuda.device_array(1 << 10)  # the next free Numba meets flushes them
+    collector.next()
+    assert len(pending) < 50

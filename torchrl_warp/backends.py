@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from torchrl_warp import kernel_cache, threads
+from torchrl_warp.capture import cuda_graph
 from torchrl_warp.codegen import KernelSpec
 from torchrl_warp.rebase import rebase, rebase_in_python
 from torchrl_warp.simulator import simulator_enabled
@@ -240,7 +241,7 @@ class CudaBackend(_CudaLayout):
                 self._launched.add(key)
                 return self._launch(kernel, num_envs, num_agents, args)
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.device(self.device), torch.cuda.graph(graph):
+            with cuda_graph(graph, self.device):
                 self._launch(kernel, num_envs, num_agents, args)
             self._graphs[key] = graph
         graph.replay()

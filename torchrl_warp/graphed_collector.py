@@ -60,6 +60,7 @@ from torchrl.data import Bounded
 from torchrl.collectors.utils import split_trajectories
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
+from torchrl_warp.capture import cuda_graph
 from torchrl_warp.checks import action_violation, check_flag
 from torchrl_warp.env import WarpEnv
 from torchrl_warp.transformed_step import step_and_maybe_reset as transformed_step_and_maybe_reset
@@ -345,7 +346,7 @@ class _RolloutGraph:
             self._graph = torch.cuda.CUDAGraph()
             checks_flag, env.check_actions = env.check_actions, False  # checked on the device (_ActionChecks)
             try:
-                with torch.cuda.device(env.device), torch.cuda.graph(self._graph):
+                with cuda_graph(self._graph, env.device):
                     self._batch = self._cycle(keep=self._steps)
             except Exception as error:
                 _release_failed_capture(self._graph, env.device)

@@ -32,7 +32,7 @@ from hydra.core.config_store import ConfigStore
 
 __all__ = ["EnvConfig", "AlgoConfig", "TrainConfig", "MatmulPrecision", "Interval", "setting",
            "ConfigError", "check_config", "check_scenario", "check_video", "mpe_scenarios", "settings_table",
-           "register", "unknown_key", "command_line_config", "check_env_params", "exit_on_config_error",
+           "register", "unknown_key", "FAMILIES", "ALGO_NAMES", "SINGLE_AGENT_ALGOS", "command_line_config", "check_env_params", "exit_on_config_error",
            "cpu_batch_warning"]
 
 
@@ -131,8 +131,12 @@ def check_video(value) -> Optional[str]:
 
 ENV_NAMES = ("cartpole", "acrobot", "mountain_car", "mountain_car_continuous", "pendulum", "tag", "tag_gridworld",
              "mpe")
-MULTI_AGENT_ENVS = ("tag", "tag_gridworld", "mpe")       # envs with agent groups: mappo or ippo; the others: ppo
-ALGO_NAMES = ("ppo", "mappo", "ippo")
+MULTI_AGENT_ENVS = ("tag", "tag_gridworld", "mpe")       # envs with agent groups; the others have one agent
+#: each algorithm's family: the module that trains it, recipes/<family>.py
+FAMILIES = {"ppo": "on_policy", "mappo": "on_policy", "ippo": "on_policy"}
+ALGO_NAMES = tuple(FAMILIES)
+#: the algorithms for envs of one agent; the others train agent groups
+SINGLE_AGENT_ALGOS = ("ppo",)
 
 
 def mpe_scenarios() -> tuple[str, ...]:
@@ -284,9 +288,11 @@ def check_config(cfg) -> None:
     problems = [unknown_key(k) for k in _extra_keys(cfg, TrainConfig, "")]  # +algo.learning_rate=...
     problems += _problems(cfg, TrainConfig, "")
     if cfg.env.name in ENV_NAMES and cfg.algo.name in ALGO_NAMES and \
-            (cfg.env.name in MULTI_AGENT_ENVS) == (cfg.algo.name == "ppo"):
-        problems.append(f"algo={cfg.algo.name} does not fit env={cfg.env.name}: use ppo for single-agent envs, "
-                        f"mappo or ippo for multi-agent ones")
+            (cfg.env.name in MULTI_AGENT_ENVS) == (cfg.algo.name in SINGLE_AGENT_ALGOS):
+        single = ", ".join(SINGLE_AGENT_ALGOS)
+        multi = ", ".join(a for a in ALGO_NAMES if a not in SINGLE_AGENT_ALGOS)
+        problems.append(f"algo={cfg.algo.name} does not fit env={cfg.env.name}: use {single} for single-agent envs, "
+                        f"{multi} for multi-agent ones")
     problems += _mpe_problems(cfg.env)
     if problems:
         raise ConfigError(problems)

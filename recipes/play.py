@@ -96,9 +96,9 @@ def _checkpoint_error(error, path: str) -> PlayError:
 
 
 def build_agents(cfg, env, device) -> torch.nn.ModuleDict:
-    """The networks ``train()`` builds for ``cfg`` and ``env`` (one :class:`GroupAgent` per
-    group), with placeholder observation statistics: the checkpoint's replace them."""
-    from torchrl_warp.recipes.train import GroupAgent
+    """The networks ``train()`` builds for ``cfg`` and ``env`` (its algorithm family's
+    ``build_agents``), with placeholder observation statistics: the checkpoint's replace them."""
+    from torchrl_warp.recipes.train import family
 
     groups = list(env.layout.groups) if env.layout.groups else [None]
 
@@ -106,8 +106,8 @@ def build_agents(cfg, env, device) -> torch.nn.ModuleDict:
         dim = env.layout.observation_shape_of(group)[-1]
         return torch.zeros(dim, device=device), torch.ones(dim, device=device)
 
-    return torch.nn.ModuleDict({
-        g or "agent": GroupAgent(env, g, cfg.algo, device, stats(g) if cfg.algo.obs_norm else None) for g in groups})
+    obs_stats = {g: stats(g) for g in groups} if cfg.algo.obs_norm else None
+    return family(cfg.algo.name).build_agents(cfg, env, groups, device, obs_stats)
 
 
 def load_policy(path: str, device) -> tuple:
@@ -116,7 +116,7 @@ def load_policy(path: str, device) -> tuple:
     :class:`PlayError` naming the file when it is missing or not a checkpoint of the recipe."""
     from torchrl_warp.recipes.checkpoint import CheckpointError, load_checkpoint, restore
     from torchrl_warp.recipes.config import TrainConfig
-    from torchrl_warp.recipes.train import env_defaults, make_env
+    from torchrl_warp.recipes.common import env_defaults, make_env
 
     if not os.path.isfile(path):
         raise PlayError(f"checkpoint={path}: no such file")
@@ -180,7 +180,7 @@ def record(cfg, agents, device, out: str, steps: int | None = None, env_index: i
     from torchrl.envs.utils import ExplorationType, set_exploration_type
     from tensordict.nn import TensorDictSequential
 
-    from torchrl_warp.recipes.train import make_env
+    from torchrl_warp.recipes.common import make_env
 
     _check_options({"steps": steps, "env_index": env_index, "fps": fps, "seed": seed, "actions": actions,
                     "out": out})
@@ -212,7 +212,7 @@ def record(cfg, agents, device, out: str, steps: int | None = None, env_index: i
 def main(argv: list[str] | None = None) -> dict:
     """The command: parse ``argv`` (default ``sys.argv[1:]``), load the checkpoint, record.
     Returns :func:`record`'s dict; :class:`PlayError` for a bad option or checkpoint."""
-    from torchrl_warp.recipes.train import pick_device
+    from torchrl_warp.recipes.common import pick_device
 
     options = parse_args(sys.argv[1:] if argv is None else argv)
     _check_options(options)

@@ -6,7 +6,7 @@ import torch
 from omegaconf import OmegaConf
 from torchrl_warp.envs import CartPoleEnv
 from torchrl_warp.recipes.distributed import Ranks
-from torchrl_warp.recipes.train import GroupAgent, without_next_observations
+from torchrl_warp.recipes.on_policy import GroupAgent, without_next_observations
 
 ALGO = OmegaConf.create(dict(name="ppo", hidden=[16], reward_scale=1.0, clip_epsilon=0.2, entropy_coeff=0.01,
                              critic_coeff=1.0, gamma=0.99, lmbda=0.95))

@@ -9,7 +9,8 @@ import torch
 from tensordict.nn import TensorDictSequential
 
 from torchrl_warp.recipes.distributed import Ranks
-from torchrl_warp.recipes.train import GradientStep, GroupAgent, set_lr
+from torchrl_warp.recipes.on_policy import GradientStep, GroupAgent
+from torchrl_warp.recipes.common import set_lr
 
 
 def eager_and_graphed(env, groups, cfg, device, amp=False, ranks=Ranks()):

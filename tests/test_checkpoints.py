@@ -19,7 +19,7 @@ SMALL = ("env.num_envs=2", "env.total_frames=64", "algo.hidden=[8]")
 def networks(cfg):
     """The recipe's CartPole networks and Adam for ``cfg``, on the CPU."""
     from torchrl_warp.envs import CartPoleEnv
-    from torchrl_warp.recipes.train import GroupAgent
+    from torchrl_warp.recipes.on_policy import GroupAgent
 
     env = CartPoleEnv(num_envs=2, seed=0)
     dim = env.layout.observation_shape[-1]

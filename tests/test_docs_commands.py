@@ -130,7 +130,7 @@ _NOT_MEMORY = ("resume=", "time_limit_s=", "eval_envs=", "env.total_frames=", "d
 def test_the_memory_table_gives_each_documented_training_command_its_estimate():
     """docs/recipes.md's "Memory": a row per documented training command (its overrides that
     change memory), with what the recipe's own estimate says on a GPU and on the CPU."""
-    from torchrl_warp.recipes.train import memory_needed
+    from torchrl_warp.recipes.on_policy import memory_needed
 
     text = (ROOT / "docs" / "recipes.md").read_text().split("### Memory", 1)[1].split("\n#", 1)[0]
     table = {m.group(1): (float(m.group(2)), float(m.group(3)))

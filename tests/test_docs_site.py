@@ -123,8 +123,11 @@ def expected_objects() -> dict[str, tuple[str, str, list[str] | None]]:
         if isinstance(node, ast.ImportFrom):
             for alias in node.names:
                 add("envs", node.module, alias.name, anchor=f"torchrl_warp.envs.{alias.name}")
-    for name in ("train", "main", "make_env"):
+    for name in ("train", "main", "family"):
         add("recipes", "torchrl_warp.recipes.train", name)
+    for name in ("start_run", "finish_run", "make_env"):
+        add("recipes", "torchrl_warp.recipes.common", name)
+    add("recipes", "torchrl_warp.recipes.on_policy", "train")
     add("recipes", "torchrl_warp.recipes.config", "check_config")
     add("recipes", "torchrl_warp.recipes.scripted", "scripted_tags_per_episode")
     return expected

@@ -225,7 +225,7 @@ def test_recipe_losses_do_not_sync_with_the_host():
     from tensordict.nn import TensorDictSequential
 
     from torchrl_warp.recipes.config import AlgoConfig
-    from torchrl_warp.recipes.train import GroupAgent
+    from torchrl_warp.recipes.on_policy import GroupAgent
 
     env = ENVS["tag"](device="cuda", seed=0)
     cfg = OmegaConf.structured(AlgoConfig(name="mappo", hidden=[16], entropy_coeff=0.01))
@@ -252,7 +252,7 @@ def test_graphed_gradient_steps_match_eager_ones(algo, amp):
 
     from gradient_steps import assert_same_steps, eager_and_graphed
     from torchrl_warp.recipes.config import AlgoConfig
-    from torchrl_warp.recipes.train import GroupAgent
+    from torchrl_warp.recipes.on_policy import GroupAgent
 
     cuda = torch.device("cuda")
     cfg = OmegaConf.structured(AlgoConfig(name=algo, hidden=[16], entropy_coeff=0.01))

@@ -26,7 +26,7 @@ ALGO = OmegaConf.create(dict(name="mappo", hidden=[16], reward_scale=1.0, clip_e
 
 def recipe_policy(env, seed=0):
     """The training recipe's actors (one per group) with small networks: sampling policies."""
-    from torchrl_warp.recipes.train import GroupAgent
+    from torchrl_warp.recipes.on_policy import GroupAgent
 
     torch.manual_seed(seed)
     groups = list(env.layout.groups) if env.layout.groups else [None]

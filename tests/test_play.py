@@ -98,11 +98,11 @@ def test_an_env_without_render_is_named(monkeypatch, tmp_path):
 
     from omegaconf import OmegaConf
 
-    from torchrl_warp.recipes import train
+    from torchrl_warp.recipes import common
     from torchrl_warp.recipes.config import TrainConfig
     from torchrl_warp.recipes.play import PlayError, record
 
-    monkeypatch.setattr(train, "make_env", lambda *args: SimpleNamespace(params=SimpleNamespace(max_steps=5)))
+    monkeypatch.setattr(common, "make_env", lambda *args: SimpleNamespace(params=SimpleNamespace(max_steps=5)))
     with pytest.raises(PlayError, match="env=cartpole: SimpleNamespace has no render"):
         record(OmegaConf.structured(TrainConfig), {}, "cpu", str(tmp_path / "x.gif"))
     assert not (tmp_path / "x.gif").exists()

@@ -23,13 +23,13 @@ def compose(*overrides):
 @pytest.fixture
 def no_work(monkeypatch):
     """Fail if the recipe builds an env (the first piece of work of a run)."""
-    from torchrl_warp.recipes import train
+    from torchrl_warp.recipes import common, on_policy
 
     def make_env(*args, **kwargs):
         raise AssertionError("an env was built before the config was checked")
 
-    monkeypatch.setattr(train, "make_env", make_env)
-    monkeypatch.setattr(train, "Collector", make_env)
+    monkeypatch.setattr(common, "make_env", make_env)
+    monkeypatch.setattr(on_policy, "Collector", make_env)
 
 
 BAD = [
@@ -62,7 +62,7 @@ BAD = [
     ("profile_iteration=-1", "profile_iteration must be in [0, inf), got -1"),
     ("env.name=pong", "env.name must be one of cartpole, acrobot, mountain_car, mountain_car_continuous, pendulum, "
                       "tag, tag_gridworld, mpe, got 'pong'"),
-    ("algo.name=sac", "algo.name must be one of ppo, mappo, ippo, got 'sac'"),
+    ("algo.name=a2c", "algo.name must be one of ppo, mappo, ippo, got 'a2c'"),
     ("logger=wandb", "logger must be one of csv, tensorboard, none, got 'wandb'"),
     ("device=gpu", "device must be one of auto, cpu, cuda, cuda:<index>, got 'gpu'"),
     ("device=cuda:x", "device must be one of auto, cpu, cuda, cuda:<index>, got 'cuda:x'"),
@@ -144,7 +144,7 @@ def test_every_setting_has_a_doc_and_what_it_takes():
 
 def test_the_env_names_are_the_recipes_envs_and_their_kinds():
     from torchrl_warp.recipes.config import ENV_NAMES, MULTI_AGENT_ENVS
-    from torchrl_warp.recipes.train import ENVS
+    from torchrl_warp.recipes.common import ENVS
 
     assert set(ENV_NAMES) == set(ENVS)
     params = {"tag": dict(num_taggers=2, num_runners=3, num_other_agents_observed=2),

@@ -71,7 +71,8 @@ def test_the_policies_fit_the_action_spec(continuous):
     from torchrl.modules import TanhNormal
 
     from torchrl_warp.recipes.config import AlgoConfig
-    from torchrl_warp.recipes.train import GroupAgent, make_env
+    from torchrl_warp.recipes.on_policy import GroupAgent
+    from torchrl_warp.recipes.common import make_env
 
     cfg = compose(*TINY, f"env.params.continuous_actions={str(continuous).lower()}")
     env = make_env(cfg, torch.device("cpu"), 8, seed=0)
@@ -147,7 +148,7 @@ def test_an_unknown_scenario_parameter_is_the_envs_error(tmp_path):
 
 def test_resume_continues_and_checks_the_scenario(tmp_path, monkeypatch):
     from torchrl_warp.recipes.checkpoint import CheckpointError, load_checkpoint
-    from torchrl_warp.recipes.train import env_defaults
+    from torchrl_warp.recipes.common import env_defaults
 
     run(tmp_path / "a", "algo=mappo")
     ckpt = tmp_path / "a" / "checkpoint.pt"

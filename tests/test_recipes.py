@@ -145,7 +145,8 @@ def test_obs_norm_standardizes_inside_the_networks():
     from omegaconf import OmegaConf
 
     from torchrl_warp.recipes.config import AlgoConfig
-    from torchrl_warp.recipes.train import GroupAgent, Standardize, observation_stats
+    from torchrl_warp.recipes.on_policy import GroupAgent
+    from torchrl_warp.recipes.common import Standardize, observation_stats
 
     env = small_tag()
     loc, scale = observation_stats(env, ["taggers", "runners"], steps=5)
@@ -166,7 +167,7 @@ def test_obs_norm_standardizes_inside_the_networks():
 
 
 def test_the_replay_buffer_gets_no_next_observations():
-    from torchrl_warp.recipes.train import without_next_observations
+    from torchrl_warp.recipes.on_policy import without_next_observations
 
     env = small_tag(3)
     batch = env.rollout(4, break_when_any_done=False)
@@ -190,7 +191,7 @@ def test_losses_without_functional_parameters_match_torchrl_defaults(algo, entro
 
     from torchrl_warp.envs import CartPoleEnv
     from torchrl_warp.recipes.config import AlgoConfig
-    from torchrl_warp.recipes.train import GroupAgent
+    from torchrl_warp.recipes.on_policy import GroupAgent
 
     torch.manual_seed(0)
     group = None if algo == "ppo" else "runners"
@@ -226,7 +227,7 @@ def test_advantage_in_slices_of_envs_equals_one_pass(algo):
     from omegaconf import OmegaConf
 
     from torchrl_warp.recipes.config import AlgoConfig
-    from torchrl_warp.recipes.train import GroupAgent
+    from torchrl_warp.recipes.on_policy import GroupAgent
 
     torch.manual_seed(0)
     env = small_tag(5, episode_length=4)
@@ -250,7 +251,7 @@ def test_reward_scale_scales_the_rewards_gae_sees_and_nothing_else(group):
 
     from torchrl_warp.envs import CartPoleEnv
     from torchrl_warp.recipes.config import AlgoConfig
-    from torchrl_warp.recipes.train import GroupAgent
+    from torchrl_warp.recipes.on_policy import GroupAgent
 
     torch.manual_seed(0)
     if group is None:
@@ -326,10 +327,10 @@ def test_scripted_chasers_and_fleeing_runners_move_the_tag_count():
 def test_time_from_launch_counts_the_package_imports():
     """``wall_seconds_since_launch`` runs from the process's start (Linux), not from the
     recipe module's import: importing torch and TorchRL before it takes seconds."""
-    from torchrl_warp.recipes import train
+    from torchrl_warp.recipes import common
 
-    since_import = time.perf_counter() - train._IMPORTED
-    since_launch = train.seconds_since_launch()
+    since_import = time.perf_counter() - common._IMPORTED
+    since_launch = common.seconds_since_launch()
     assert since_launch >= since_import
     if os.path.exists("/proc/self/stat"):  # pytest started well before it imported the recipe
         assert since_launch > since_import + 0.05
@@ -343,7 +344,7 @@ def test_minibatches_are_the_replay_buffers_gathered_in_place():
     from torchrl.data import LazyTensorStorage, ReplayBuffer
     from torchrl.data.replay_buffers.samplers import SamplerWithoutReplacement
 
-    from torchrl_warp.recipes.train import minibatches
+    from torchrl_warp.recipes.on_policy import minibatches
 
     time_major = torch.randn(5, 6, 3, 2)
     batch = TensorDict({"x": time_major.transpose(0, 1), "g": TensorDict(
@@ -367,7 +368,7 @@ def test_the_collection_policy_writes_actions_and_log_probs_only():
     """What the batch keeps of the policy: no distribution arguments (Tag's logits were 17% of a batch)."""
     from omegaconf import OmegaConf
 
-    from torchrl_warp.recipes.train import GroupAgent, collection_policy
+    from torchrl_warp.recipes.on_policy import GroupAgent, collection_policy
 
     env = small_tag()
     algo = OmegaConf.create(dict(name="mappo", hidden=[8], reward_scale=1.0, clip_epsilon=0.2, entropy_coeff=0.01,

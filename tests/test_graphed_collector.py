@@ -395,7 +395,7 @@ def test_a_capture_is_not_invalidated_by_numba_freeing_what_it_owned():
 
     env = make("cartpole", seed=0, device="cuda")
     owned = [cuda.device_array(1 << 10) for _ in range(50)]
-    pending = cuda.current_context().deallocations
+    pending = cuda.current_context().memory_manager.deallocations  # device memory's queue
 
     def policy(td):
         if torch.cuda.is_current_stream_capturing():

@@ -30,7 +30,9 @@ def numba_frees_deferred(device) -> object:
 
     index = torch.device(device).index
     with cuda.gpus[torch.cuda.current_device() if index is None else index]:
-        return cuda.current_context().deallocations.disable()
+        # both of Numba's queues: its memory manager's (device memory) and the context's
+        # (streams, events, modules)
+        return cuda.current_context().defer_cleanup()
 
 
 @contextmanager

@@ -528,6 +528,28 @@ class MPEScenario(WarpEnv):
             },
         )
 
+    # ----- VmasEnv's action reading -------------------------------------------------------
+    def _step(self, tensordict):
+        """A one-hot action of floats is read as ``VmasEnv`` reads it (its spec's
+        ``to_categorical``, whatever the dtype): torch's ``OneHotCategorical`` samples floats,
+        and TorchRL's discrete SAC example steps them. Its values must be 0 or 1 (under
+        ``check_actions``); it is then taken as the spec's int64. The caller's tensordict
+        keeps its floats."""
+        if self.continuous_actions or self.categorical_actions:
+            return super()._step(tensordict)
+        floats = [k for k in self._actions
+                  if isinstance(v := tensordict.get(k, None), torch.Tensor) and v.is_floating_point()]
+        if floats:
+            tensordict = tensordict.copy()  # shallow: the caller's entries stay as they were
+            for key in floats:
+                value = tensordict.get(key)
+                if self.check_actions and bool(((value != 0) & (value != 1)).any()):
+                    raise ValueError(f"{self._owner}.step: one-hot action {key!r} of dtype {value.dtype} has values "
+                                     f"other than 0 and 1 (VmasEnv would take their argmax): pass a one-hot, or "
+                                     f"indices with categorical_actions=True")
+                tensordict.set(key, value.to(self._action_specs[key].dtype))
+        return super()._step(tensordict)
+
     # ----- VmasEnv's attributes and rendering ---------------------------------------------
     @property
     def scenario_name(self) -> str:

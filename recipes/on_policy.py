@@ -28,7 +28,7 @@ from torchrl.modules import MLP, MultiAgentMLP, ProbabilisticActor, TanhNormal
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from torchrl_warp.capture import numba_frees_deferred
+from torchrl_warp.capture import nothing_freed_behind
 from torchrl_warp.distributions import MultiCategoricalLogits
 from torchrl_warp.graphed_collector import GraphedCollector
 from torchrl_warp.memory import check_fits, gib, training_parts
@@ -384,7 +384,7 @@ class GradientStep:
     def __call__(self, minibatch) -> TensorDict:
         if not self.graphed:
             return self._step(minibatch)
-        with numba_frees_deferred(self._device):  # the call that captures must not meet a Numba free
+        with nothing_freed_behind(self._device):  # the call that captures must not meet a free
             return self._step(minibatch)
 
     def _eager(self, minibatch) -> TensorDict:

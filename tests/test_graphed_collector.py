@@ -409,3 +409,44 @@ def test_a_capture_is_not_invalidated_by_numba_freeing_what_it_owned():
     cuda.device_array(1 << 10)  # the next free Numba meets flushes them
     collector.next()
     assert len(pending) < 50
+
+
+@pytest.mark.gpu
+def test_a_capture_is_not_invalidated_by_the_garbage_collector():
+    """Python's cyclic collector runs at any allocation and frees what earlier code left in
+    reference cycles; a ``CUDAGraph`` freed inside a capture (its destructor) invalidated it.
+    Here a cycle holding a captured graph becomes garbage inside the capture, with the
+    collector set to run at every allocation: the capture succeeds, the graph is freed after."""
+    import gc
+
+    env = make("cartpole", seed=0, device="cuda")
+    spare, y = torch.cuda.CUDAGraph(), torch.zeros(4, device="cuda")
+    with torch.cuda.graph(spare):
+        y.add_(1)
+    spares = [spare]
+    del spare
+    freed = []
+
+    def policy(td):
+        if torch.cuda.is_current_stream_capturing() and spares:
+            cycle = {"graph": spares.pop()}
+            cycle["self"] = cycle  # garbage that only the cyclic collector frees
+            import weakref
+            freed.append(weakref.ref(cycle["graph"]))
+            del cycle
+            for _ in range(1000):
+                [[]]  # allocations: the collector would run at each
+        return td.set("action", torch.zeros(env.num_envs, dtype=torch.int64, device="cuda"))
+
+    threshold = gc.get_threshold()
+    gc.set_threshold(1)
+    try:
+        collector = GraphedCollector(env, policy, frames_per_batch=env.num_envs * 3, total_frames=-1)
+        collector.next(), collector.next()  # eager, then captured
+    finally:
+        gc.set_threshold(*threshold)
+    assert collector._graph is not None and collector._graph._graph is not None
+    assert freed and freed[0]() is not None  # held until the capture ended
+    gc.collect()
+    assert freed[0]() is None
+    collector.next()

@@ -1,12 +1,18 @@
-"""CUDA graph capture with Numba kernels inside: torch's capture, Numba's frees held off.
+"""CUDA graph capture with Numba kernels inside: torch's capture, with nothing freed behind it.
 
-Numba frees what it owned (device memory, events, the modules of kernels that are gone)
-in batches: once more than ``NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT`` frees are pending, the
-next one flushes them all with ``cuMemFree`` / ``cuModuleUnload``. Python's garbage
-collector can queue that next free at any allocation, inside a capture too, where those
-calls invalidate the capture (``cudaErrorStreamCaptureInvalidated``): a capture then fails
-or not depending on what earlier code left for the collector. Under :func:`cuda_graph`
-the frees wait until the capture has ended.
+Two kinds of frees that run at arbitrary times invalidate a capture when they land inside
+one (``cudaErrorStreamCaptureInvalidated``), so a capture failed or not by what earlier
+code left behind (the GPU suite's order-dependent failures):
+
+- Numba frees what it owned (device memory, events, the modules of kernels that are gone)
+  in batches: once more than ``NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT`` frees are pending, the
+  next one flushes them all (``cuMemFree``: ``CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED``).
+- Python's cyclic garbage collector runs at any allocation, and frees what earlier runs
+  left in reference cycles, torch's ``CUDAGraph`` objects among them, whose destructor
+  (``CUDAGraph::reset``) is "not permitted when stream is capturing".
+
+Under :func:`cuda_graph` Numba defers its frees and the cyclic collector waits, until the
+capture has ended.
 
 Example::
 
@@ -17,6 +23,7 @@ Example::
 """
 from __future__ import annotations
 
+import gc
 from contextlib import contextmanager, nullcontext
 
 import torch
@@ -36,7 +43,32 @@ def numba_frees_deferred(device) -> object:
 
 
 @contextmanager
+def no_cyclic_collection():
+    """A context in which Python's cyclic garbage collector does not run by itself
+    (``gc.disable()``; an explicit ``gc.collect()`` still does); as it was afterwards.
+
+    >>> with no_cyclic_collection():
+    ...     gc.isenabled()
+    False
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+@contextmanager
+def nothing_freed_behind(device):
+    """Numba's frees deferred and the cyclic collector held off (see the module's doc)."""
+    with numba_frees_deferred(device), no_cyclic_collection():
+        yield
+
+
+@contextmanager
 def cuda_graph(graph: torch.cuda.CUDAGraph, device):
-    """``torch.cuda.graph(graph)`` on ``device``, with Numba's frees deferred until it ends."""
-    with torch.cuda.device(device), numba_frees_deferred(device), torch.cuda.graph(graph):
+    """``torch.cuda.graph(graph)`` on ``device``, with nothing freed behind it until it ends."""
+    with torch.cuda.device(device), nothing_freed_behind(device), torch.cuda.graph(graph):
         yield graph

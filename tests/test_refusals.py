@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 from tensordict import TensorDict
+from torchrl.data import OneHot
 
 from all_envs import ENVS, make
 from conftest import SIM
@@ -57,6 +58,10 @@ def corrupt_actions(env, td, rng):
     choice = rng.randrange(7)
     if choice == 0:
         bad = a[..., :1] if a.ndim > 1 and a.shape[-1] > 1 else a.unsqueeze(-1).expand(*a.shape, 2)
+    elif choice == 1 and isinstance(env.full_action_spec[key], OneHot):
+        # a one-hot of floats is read as VmasEnv reads it (TorchRL's discrete SAC example steps
+        # OneHotCategorical's samples); one with values other than 0 and 1 is refused
+        bad = a.float() * 0.5
     elif choice == 1:
         bad = a.double() if a.is_floating_point() else a.float()
     elif choice == 2:

@@ -12,8 +12,9 @@ A checkpoint is one dict, written with ``torch.save`` and read with
 :func:`load_checkpoint` refuses, naming the file and the problem, a file that is not
 such a dict (empty, truncated, foreign, or holding other objects), one with a missing
 or mistyped entry or a NaN/inf tensor, and one whose networks would not fit the config
-(``env.name``, ``env.params``, ``algo.name``, ``algo.hidden``, ``algo.obs_norm`` differ, and
-for MPE ``env.scenario``).
+(``env.name``, ``env.params``, ``algo.name``, ``algo.hidden``, ``algo.obs_norm`` differ, for MPE
+``env.scenario``, and for the off-policy families ``algo.share_params`` and QMIX's
+``algo.mixing_embed_dim``).
 
 Example:
     >>> import tempfile
@@ -35,7 +36,7 @@ import re
 import torch
 from omegaconf import OmegaConf
 
-__all__ = ["FORMAT", "MUST_MATCH", "MUST_MATCH_MPE", "CheckpointError", "plain_config", "save_checkpoint",
+__all__ = ["FORMAT", "MUST_MATCH", "MUST_MATCH_MPE", "MUST_MATCH_FAMILY", "CheckpointError", "plain_config", "save_checkpoint",
            "load_checkpoint", "restore"]
 
 FORMAT = 1
@@ -44,6 +45,8 @@ KEYS = ("format", "agents", "optimizer", "frames", "iteration", "config")
 MUST_MATCH = ("env.name", "env.params", "algo.name", "algo.hidden", "algo.obs_norm")
 # and for MPE (both configs env=mpe; checkpoints of the other envs may predate the key)
 MUST_MATCH_MPE = ("env.scenario",)
+# and where this config's algo family has them (algo.name matches, so the checkpoint's family is this one's)
+MUST_MATCH_FAMILY = ("algo.share_params", "algo.mixing_embed_dim")
 
 
 class CheckpointError(ValueError):
@@ -153,7 +156,8 @@ def load_checkpoint(path: str, cfg, env_defaults: dict | None = None) -> dict:
         ours = plain_config(cfg)
         both_mpe = ours["env"].get("name") == "mpe" and isinstance(ckpt["config"].get("env"), dict) \
             and ckpt["config"]["env"].get("name") == "mpe"
-        for k in MUST_MATCH + (MUST_MATCH_MPE if both_mpe else ()):
+        family = tuple(k for k in MUST_MATCH_FAMILY if k.split(".")[1] in ours["algo"])
+        for k in MUST_MATCH + (MUST_MATCH_MPE if both_mpe else ()) + family:
             try:
                 theirs = _dotted(ckpt["config"], k)
             except KeyError:

@@ -348,7 +348,15 @@ def memory_parts(cfg: DictConfig, env, policy, groups, batches_in_place: bool) -
 def memory_needed(cfg: DictConfig, on_gpu: bool) -> int:
     """Bytes a run of ``cfg`` needs (what the recipe checks before it starts), on a GPU (batches
     in place, with ``env.graphed_rollout``) or on the CPU, without a GPU: the env and networks
-    are built on the CPU, only their specs and sizes are read."""
+    are built on the CPU, only their specs and sizes are read. An algorithm of another family:
+    that family's own ``memory_needed`` (docs/recipes.md's memory table asks this function for
+    every documented command)."""
+    if cfg.algo.name not in ALGOS:
+        import importlib
+
+        from torchrl_warp.recipes.config import FAMILIES
+
+        return importlib.import_module(f"torchrl_warp.recipes.{FAMILIES[cfg.algo.name]}").memory_needed(cfg, on_gpu)
     device = torch.device("cpu")
     env = make_env(cfg, device, cfg.env.num_envs, cfg.seed)
     groups = list(env.layout.groups) if env.layout.groups else [None]

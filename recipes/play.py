@@ -112,19 +112,20 @@ def build_agents(cfg, env, device) -> torch.nn.ModuleDict:
 
 def load_policy(path: str, device) -> tuple:
     """``(cfg, agents_by_group)`` of the checkpoint at ``path``: the run's config (as
-    :class:`~torchrl_warp.recipes.config.TrainConfig`) and its trained networks on ``device``.
+    :func:`~torchrl_warp.recipes.config.train_schema`) and its trained networks on ``device``.
     :class:`PlayError` naming the file when it is missing or not a checkpoint of the recipe."""
     from torchrl_warp.recipes.checkpoint import CheckpointError, load_checkpoint, restore
-    from torchrl_warp.recipes.config import TrainConfig
+    from torchrl_warp.recipes.config import train_schema
     from torchrl_warp.recipes.common import env_defaults, make_env
 
     if not os.path.isfile(path):
         raise PlayError(f"checkpoint={path}: no such file")
-    cfg = OmegaConf.structured(TrainConfig)
     try:  # the run's config, to check the checkpoint against (a broken file: load_checkpoint says why)
         saved = torch.load(path, map_location="cpu", weights_only=True)["config"]
     except Exception:
         saved = None
+    algo = saved.get("algo") if isinstance(saved, dict) else None
+    cfg = train_schema(algo.get("name", "ppo") if isinstance(algo, dict) else "ppo")  # its family's schema
     if isinstance(saved, dict):
         try:
             cfg = OmegaConf.merge(cfg, saved)

@@ -435,7 +435,7 @@ def check_config(cfg) -> None:
     one), every key whose value is out of its declared range or not one of its choices, an
     algo that does not fit the env (:data:`SINGLE_AGENT_ALGOS` for single-agent envs, the
     others for multi-agent ones; DDPG and SAC need continuous actions, the Q-learners discrete
-    ones), and a replay buffer smaller than a minibatch. ``cfg``: a :class:`TrainConfig` DictConfig.
+    ones), and a replay buffer smaller than a collected batch or a minibatch. ``cfg``: a :class:`TrainConfig` DictConfig.
 
     >>> from omegaconf import OmegaConf
     >>> check_config(OmegaConf.structured(TrainConfig))  # the defaults are fine

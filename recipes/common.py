@@ -27,9 +27,11 @@ _IMPORTED = time.perf_counter()  # where /proc is missing, wall time is reported
 
 import torch  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
+from tensordict import TensorDict  # noqa: E402
 from tensordict.nn import TensorDictSequential  # noqa: E402
 from torchrl.envs.utils import ExplorationType, set_exploration_type  # noqa: E402
 
+from torchrl_warp.capture import nothing_freed_behind  # noqa: E402
 from torchrl_warp.envs import AcrobotEnv, CartPoleEnv, MountainCarContinuousEnv, MountainCarEnv, MPEEnv, PendulumEnv, \
     TagEnv, TagGridWorldEnv  # noqa: E402
 from torchrl_warp.recipes.checkpoint import load_checkpoint, restore, save_checkpoint  # noqa: E402
@@ -649,3 +651,51 @@ def finish_run(run: Run, time_limit_hit: bool, extra: dict | None = None) -> dic
                  video["frames"], run.checkpoint_path)
     ranks.stop()
     return summary
+
+
+class GradientStep:
+    """One gradient step on a minibatch, every family's: the ``trained`` groups' losses (each
+    agent's ``loss_value``, summed: TorchRL's actor losses read the critics through detached
+    parameters, so one backward gives each network its own loss's gradient), backward,
+    gradients averaged over torchrun's ranks, clipped to ``algo.max_grad_norm``, one optimizer
+    step. Returns the losses' parts, detached, by name (``loss_objective/<group>``, ...).
+
+    ``graphed`` (``algo.cudagraph_update``, CUDA): the step is captured once as a CUDA graph
+    (tensordict's ``CudaGraphModule``, after two eager steps on a side stream) and replayed: the
+    host then queues one graph per step instead of the hundreds of kernels of a loss, its
+    backward and the optimizer, each with its Python overhead. The minibatch is copied into
+    the graph's input buffers, so it must have the same keys and shapes every step. The
+    recipes run it eagerly under torchrun with several ranks (tests/nccl_graphed_update.py
+    checks a captured NCCL all-reduce on one GPU; it has not been run on several).
+    """
+
+    def __init__(self, trained: dict, optimizer, algo, amp, graphed: bool, device, ranks: Ranks = Ranks()):
+        self.trained, self.optimizer, self.ranks, self.amp = trained, optimizer, ranks, amp
+        self.params = [p for agent in trained.values() for p in agent.parameters() if p.requires_grad]
+        self.max_grad_norm = algo.max_grad_norm
+        self.graphed, self._device = graphed, torch.device(device)
+        self._step = self._eager
+        if graphed:
+            from tensordict.nn import CudaGraphModule
+
+            self._step = CudaGraphModule(self._eager, in_keys=[], out_keys=[], warmup=2, device=device)
+
+    def __call__(self, minibatch) -> TensorDict:
+        if not self.graphed:
+            return self._step(minibatch)
+        with nothing_freed_behind(self._device):  # the call that captures must not meet a free
+            return self._step(minibatch)
+
+    def _eager(self, minibatch) -> TensorDict:
+        total, losses = 0.0, {}
+        with self.amp:
+            for g, agent in self.trained.items():
+                loss, parts = agent.loss_value(minibatch)
+                total = total + loss
+                losses.update({f"{k}/{g or 'agent'}": v for k, v in parts.items()})
+        self.optimizer.zero_grad(set_to_none=True)
+        total.backward()
+        self.ranks.average_gradients_(self.params)  # torchrun: the mean of the ranks' gradients
+        torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm)
+        self.optimizer.step()
+        return TensorDict(losses, batch_size=[])

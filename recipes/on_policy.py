@@ -28,15 +28,13 @@ from torchrl.modules import MLP, MultiAgentMLP, ProbabilisticActor, TanhNormal
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from torchrl_warp.capture import nothing_freed_behind
 from torchrl_warp.distributions import MultiCategoricalLogits
 from torchrl_warp.graphed_collector import GraphedCollector
 from torchrl_warp.memory import check_fits, gib, training_parts
 from torchrl_warp.recipes.common import (
-    IterationProfiler, Standardize, Stopwatch, TimeLimit, annealed, finish_run, key, log, make_env, set_lr,
-    start_run, with_group_done_flags,
+    GradientStep, IterationProfiler, Standardize, Stopwatch, TimeLimit, annealed, finish_run, key, log, make_env,
+    set_lr, start_run, with_group_done_flags,
 )
-from torchrl_warp.recipes.distributed import Ranks
 from torchrl_warp.recipes.losses import LOSSES
 from torchrl_warp.recipes.metrics import EpisodeTracker, count_tags, make_logger
 
@@ -250,7 +248,7 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     if isinstance(run, dict):  # the checkpoint has trained env.total_frames already
         return run
     env, groups, device, ranks, optimizer = run.env, run.groups, run.device, run.ranks, run.optimizer
-    agents, agents_by_group, frames_per_batch = run.agents, run.agents_by_group, run.frames_per_batch
+    agents_by_group, frames_per_batch = run.agents_by_group, run.frames_per_batch
     graphed = graphed_update(cfg, device, ranks)
     policy = collection_policy([agents_by_group[g].actor for g in groups])
     # the batches, advantages and an update's temporaries, before any is allocated
@@ -286,7 +284,7 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
     # no cast cache under a captured step: a cached cast would be a tensor of the capture
     amp = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.algo.amp, cache_enabled=not graphed)
     clock = Stopwatch(device)
-    gradient_step = GradientStep(agents, agents_by_group, optimizer, cfg.algo, amp, graphed, device, ranks)
+    gradient_step = GradientStep(agents_by_group, optimizer, cfg.algo, amp, graphed, device, ranks)
     profiler = IterationProfiler(cfg.profile_iteration, run.iteration, device, out_dir)
     limit = TimeLimit(cfg.time_limit_s, ranks, device)
     steps_per_update = cfg.algo.epochs * (frames_per_batch // minibatch_size)
@@ -362,50 +360,3 @@ def memory_needed(cfg: DictConfig, on_gpu: bool) -> int:
     groups = list(env.layout.groups) if env.layout.groups else [None]
     actors = [GroupAgent(env, g, cfg.algo, device).actor for g in groups]
     return sum(memory_parts(cfg, env, collection_policy(actors), groups, on_gpu and cfg.env.graphed_rollout).values())
-
-
-class GradientStep:
-    """One gradient step on a minibatch: every group's loss (summed), backward, gradient
-    clipping, the optimizer's step. Returns the losses' parts, detached, by name
-    (``loss_objective/<group>``, ...).
-
-    ``graphed`` (``algo.cudagraph_update``, CUDA): the step is captured once as a CUDA graph
-    (tensordict's ``CudaGraphModule``, after two eager steps on a side stream) and replayed: the
-    host then queues one graph per step instead of the hundreds of kernels of a loss, its
-    backward and the optimizer, each with its Python overhead. The minibatch is copied into
-    the graph's input buffers, so it must have the same keys and shapes every step. The
-    recipe runs it eagerly under torchrun with several ranks (tests/nccl_graphed_update.py
-    checks a captured NCCL all-reduce on one GPU; it has not been run on several).
-    """
-
-    def __init__(self, agents, agents_by_group, optimizer, algo, amp, graphed: bool, device, ranks: Ranks = Ranks()):
-        self.agents, self.agents_by_group, self.optimizer = agents, agents_by_group, optimizer
-        self.ranks = ranks
-        self.max_grad_norm, self.amp = algo.max_grad_norm, amp
-        self._step, self._device = self._eager, torch.device(device)
-        self.graphed = graphed
-        if graphed:
-            from tensordict.nn import CudaGraphModule
-
-            self._step = CudaGraphModule(self._eager, in_keys=[], out_keys=[], warmup=2, device=device)
-
-    def __call__(self, minibatch) -> TensorDict:
-        if not self.graphed:
-            return self._step(minibatch)
-        with nothing_freed_behind(self._device):  # the call that captures must not meet a free
-            return self._step(minibatch)
-
-    def _eager(self, minibatch) -> TensorDict:
-        total = 0.0
-        losses = {}
-        with self.amp:
-            for g, agent in self.agents_by_group.items():
-                loss, parts = agent.loss_value(minibatch)
-                total = total + loss
-                losses.update({f"{k}/{g or 'agent'}": v for k, v in parts.items()})
-        self.optimizer.zero_grad(set_to_none=True)
-        total.backward()
-        self.ranks.average_gradients_(self.agents.parameters())  # torchrun: the mean of the ranks' gradients
-        torch.nn.utils.clip_grad_norm_(self.agents.parameters(), self.max_grad_norm)
-        self.optimizer.step()
-        return TensorDict(losses, batch_size=[])

@@ -44,11 +44,10 @@ from torchrl.objectives import HardUpdate, SoftUpdate
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from torchrl_warp.capture import nothing_freed_behind
 from torchrl_warp.graphed_collector import GraphedCollector
 from torchrl_warp.memory import COLLECTOR_BATCHES, check_fits, frame_bytes, gib
 from torchrl_warp.recipes.common import (
-    IterationProfiler, Standardize, Stopwatch, TimeLimit, finish_run, key, log, make_env, start_run,
+    GradientStep, IterationProfiler, Standardize, Stopwatch, TimeLimit, finish_run, key, log, make_env, start_run,
     with_group_done_flags,
 )
 from torchrl_warp.recipes.config import ConfigError
@@ -272,48 +271,6 @@ def gradient_steps_due(frames_before: int, frames_after: int, random_frames: int
     return due(frames_after) - due(frames_before)
 
 
-class GradientStep:
-    """One gradient step on a minibatch: the trained groups' losses (summed: TorchRL's actor
-    losses read the critics through detached parameters, so one backward gives each network
-    its own loss's gradient), backward, gradients averaged over torchrun's ranks, clipped,
-    one Adam step. Returns the losses' terms, detached, by name (``loss_actor/<group>``, ...).
-
-    ``graphed``: captured once as a CUDA graph (tensordict's ``CudaGraphModule``, two eager
-    warm-up steps) and replayed; the minibatch is copied into the graph's inputs (the same keys
-    and shapes every step: the buffer's samples are)."""
-
-    def __init__(self, agents, trained: dict, optimizer, algo, amp, graphed: bool, device, ranks: Ranks = Ranks()):
-        self.trained, self.optimizer, self.ranks, self.amp = trained, optimizer, ranks, amp
-        self.params = [p for a in trained.values() for p in a.parameters() if p.requires_grad]
-        self.max_grad_norm = algo.max_grad_norm
-        self.graphed, self._device = graphed, torch.device(device)
-        self._step = self._eager
-        if graphed:
-            from tensordict.nn import CudaGraphModule
-
-            self._step = CudaGraphModule(self._eager, in_keys=[], out_keys=[], warmup=2, device=device)
-
-    def __call__(self, minibatch) -> TensorDict:
-        if not self.graphed:
-            return self._step(minibatch)
-        with nothing_freed_behind(self._device):  # the call that captures must not meet a free
-            return self._step(minibatch)
-
-    def _eager(self, minibatch) -> TensorDict:
-        total, losses = 0.0, {}
-        with self.amp:
-            for g, agent in self.trained.items():
-                loss, parts = agent.loss_value(minibatch)
-                total = total + loss
-                losses.update({f"{k}/{g or 'agent'}": v for k, v in parts.items()})
-        self.optimizer.zero_grad(set_to_none=True)
-        total.backward()
-        self.ranks.average_gradients_(self.params)  # torchrun: the mean of the ranks' gradients
-        torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm)
-        self.optimizer.step()
-        return TensorDict(losses, batch_size=[])
-
-
 def make_collector(cfg: DictConfig, env, policy, frames_per_batch: int, total_frames: int, device):
     """The batches' collector: on CUDA (``env.graphed_rollout``) a ``GraphedCollector`` whose
     batches view its graph's memory (``copy_batches=False``: the buffer copies them), elsewhere
@@ -376,7 +333,7 @@ def train(cfg: DictConfig, out_dir: str, build_agents) -> dict:
     run.started()
     amp = torch.autocast(device.type, dtype=torch.bfloat16, enabled=algo.amp, cache_enabled=not graphed)
     clock = Stopwatch(device)
-    gradient_step = GradientStep(run.agents, trained, optimizer, algo, amp, graphed, device, ranks)
+    gradient_step = GradientStep(trained, optimizer, algo, amp, graphed, device, ranks)
     profiler = IterationProfiler(cfg.profile_iteration, run.iteration, device, out_dir)
     limit = TimeLimit(cfg.time_limit_s, ranks, device)
     steps_total, losses = 0, {}

@@ -32,7 +32,7 @@ def eager_and_graphed(env, groups, cfg, device, amp=False, ranks=Ranks()):
         lr = torch.tensor(1e-2, device=device) if graphed else 1e-2
         optimizer = torch.optim.Adam(agents.parameters(), lr=lr, fused=True, capturable=graphed)
         autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp, cache_enabled=not graphed)
-        step = GradientStep(agents, by_group, optimizer, cfg, autocast, graphed, device, ranks)
+        step = GradientStep(by_group, optimizer, cfg, autocast, graphed, device, ranks)
         losses = []
         for i, minibatch in enumerate(minibatches):
             if i == 4:

@@ -308,7 +308,7 @@ def test_a_gradient_step_and_a_sample_ask_nothing_of_the_host(algo):
     buffer = replay_buffer(100, 16, env.device)
     buffer.extend(batch.reshape(-1))
     optimizer = make_optimizer(cfg, agents, env.device)
-    step = GradientStep(agents, by_group, optimizer, cfg.algo, torch.autocast("cpu", enabled=False), False, env.device)
+    step = GradientStep(by_group, optimizer, cfg.algo, torch.autocast("cpu", enabled=False), False, env.device)
     td = env.reset()
     with forbid_host_syncs("cpu"):
         for _ in range(2):

@@ -149,7 +149,7 @@ def test_a_gradient_step_and_a_sample_ask_nothing_of_the_host(algo):
         agent.prepare(batch)
     buffer = replay_buffer(100, 16, env.device)
     buffer.extend(batch.reshape(-1))
-    step = GradientStep(agents, by_group, make_optimizer(cfg, agents, env.device), cfg.algo,
+    step = GradientStep(by_group, make_optimizer(cfg, agents, env.device), cfg.algo,
                         torch.autocast("cpu", enabled=False), False, env.device)
     td = env.reset()
     with forbid_host_syncs("cpu"):

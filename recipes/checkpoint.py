@@ -7,7 +7,8 @@ A checkpoint is one dict, written with ``torch.save`` and read with
      "agents": {name: tensor},                           # the networks' state_dict
      "optimizer": {"state": {...}, "param_groups": [...]},  # Adam's state_dict
      "frames": int, "iteration": int,
-     "config": {...}}                                    # the run's config as plain data
+     "config": {...},                                    # the run's config as plain data
+     "family": {...}}                                    # optional: a family's own state (replay: the buffer)
 
 :func:`load_checkpoint` refuses, naming the file and the problem, a file that is not
 such a dict (empty, truncated, foreign, or holding other objects), one with a missing
@@ -64,11 +65,14 @@ def plain_config(cfg) -> dict:
     return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
 
 
-def save_checkpoint(path: str, agents, optimizer, frames: int, iteration: int, cfg) -> None:
+def save_checkpoint(path: str, agents, optimizer, frames: int, iteration: int, cfg, family: dict | None = None) -> None:
     """Write a checkpoint to ``path``, through a temporary file: a run killed while saving
-    leaves the previous checkpoint whole."""
+    leaves the previous checkpoint whole. ``family``: the family's own state (tensors and
+    plain data: recipes/replay.py's buffer and gradient step count)."""
     ckpt = {"format": FORMAT, "agents": agents.state_dict(), "optimizer": optimizer.state_dict(),
             "frames": int(frames), "iteration": int(iteration), "config": plain_config(cfg)}
+    if family is not None:
+        ckpt["family"] = family
     tmp = f"{path}.tmp"
     torch.save(ckpt, tmp)
     os.replace(tmp, path)
@@ -126,6 +130,8 @@ def _problems(ckpt) -> list[str]:
     bad = [name for name, t in tensors if t.is_floating_point() and not torch.isfinite(t).all()]
     if bad:
         problems.append(f"NaN or inf in {', '.join(bad[:3])}{' and more' if len(bad) > 3 else ''}")
+    if not isinstance(ckpt.get("family", {}), dict):
+        problems.append(f"'family' must be a dict, got {type(ckpt['family']).__name__}")
     if not isinstance(ckpt["config"], dict):
         problems.append(f"'config' must be a dict, got {type(ckpt['config']).__name__}")
     return problems

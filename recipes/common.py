@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -38,7 +39,7 @@ from torchrl_warp.recipes.checkpoint import load_checkpoint, restore, save_check
 from torchrl_warp.recipes.config import check_config, check_env_params, cpu_batch_warning  # noqa: E402
 from torchrl_warp.recipes.distributed import Ranks  # noqa: E402
 from torchrl_warp.recipes.metrics import plot_learning_curve, tags_per_episode  # noqa: E402
-from torchrl_warp.recipes.mpe_scripted import UniformRandom, gap_closed, mean_episode_returns  # noqa: E402
+from torchrl_warp.recipes.mpe_scripted import UniformRandom, episode_returns, gap_closed  # noqa: E402
 from torchrl_warp.recipes.scripted import Steer  # noqa: E402
 
 #: the run's log (every family's lines, TorchRL's and tensordict's: ``to_the_run_log``)
@@ -227,7 +228,8 @@ def tag_rate_and_steps(td) -> tuple[float, float]:
 
 @torch.no_grad()
 def evaluate(cfg, agents, device) -> dict:
-    """Evaluation on fresh envs: mean return of one episode per env, and for Tag tags per episode.
+    """Evaluation on fresh envs: mean return of one episode per env, and for Tag tags per episode;
+    ``episode_returns``: each group's return of every env's episode (:mod:`.marl_eval`'s lists).
 
     The single-agent envs' policies act greedily; Tag's policies sample (a greedy Tag policy is a
     different, worse strategy than the one trained). MPE: :func:`evaluate_mpe`.
@@ -242,12 +244,14 @@ def evaluate(cfg, agents, device) -> dict:
     mode = ExplorationType.RANDOM if tag_like else ExplorationType.DETERMINISTIC
     with set_exploration_type(mode):
         td = env.rollout(steps, trained, break_when_any_done=False)
-    result = {}
+    result, episodes = {}, {}
     first = first_episode(td)  # one episode per env: count rewards up to the first done
     for g in groups:
         reward = td["next", key(g, "reward")]
         mask = first.reshape(first.shape + (1,) * (reward.dim() - 2))
-        result[f"eval_return/{g or 'agent'}"] = ((reward * mask).sum(1).mean()).item()
+        episodes[g or "agent"] = (reward * mask).sum(1).reshape(env.num_envs, -1).mean(-1)  # mean over agents
+        result[f"eval_return/{g or 'agent'}"] = episodes[g or "agent"].mean().item()
+    result["episode_returns"] = {g: r.tolist() for g, r in episodes.items()}
 
     def random_taggers(tensordict):  # the baseline of both Tags: uniform-random taggers
         return tensordict.set(("taggers", "action"), env.full_action_spec["taggers", "action"].rand())
@@ -295,22 +299,30 @@ def evaluate_mpe(cfg, agents, device) -> dict:
     - simple_spread: ``eval_return_random/<group>`` (uniform-random agents) and
       ``eval_return_scripted/<group>`` (``GoToLandmark``: agent i straight to landmark i),
       and ``eval_gap_closed[_deterministic]/<group>``: the fraction of the random ->
-      scripted gap the trained policy closes.
+      scripted gap the trained policy closes;
+    - ``episode_returns``: each group's return of every env's episode (the trained policies,
+      sampling: :mod:`.marl_eval`'s lists).
     """
     env = make_env(cfg, device, cfg.eval_envs, seed=cfg.seed + 10_000)
     groups = list(agents)
     steps = env.params.max_steps
 
-    def returns(policy, mode=ExplorationType.RANDOM):
+    def episodes(policy, mode=ExplorationType.RANDOM):
         env.set_seed(cfg.seed + 10_000)
         with set_exploration_type(mode):
-            return mean_episode_returns(env, policy, steps)
+            return episode_returns(env, policy, steps)
+
+    def returns(policy, mode=ExplorationType.RANDOM):
+        return {g: r.mean().item() for g, r in episodes(policy, mode).items()}
 
     trained = TensorDictSequential(*[agents[g].actor for g in groups])
     result = {}
     for suffix, mode in (("", ExplorationType.RANDOM), ("_deterministic", ExplorationType.DETERMINISTIC)):
-        for g, value in returns(trained, mode).items():
-            result[f"eval_return{suffix}/{g}"] = value
+        by_episode = episodes(trained, mode)
+        for g, r in by_episode.items():
+            result[f"eval_return{suffix}/{g}"] = r.mean().item()
+        if mode == ExplorationType.RANDOM:
+            result["episode_returns"] = {g: r.tolist() for g, r in by_episode.items()}
     if len(groups) > 1:
         for g in groups:  # (in a TensorDictSequential: rollout would read a lambda's argument names as keys)
             mixed = TensorDictSequential(UniformRandom(env, [g]), *[agents[h].actor for h in groups if h != g])
@@ -404,6 +416,10 @@ class Stopwatch:
         self.device = device
         self.last = time.perf_counter()
 
+    def pause(self, seconds: float) -> None:
+        """Leave ``seconds`` (an evaluation between laps) out of the current lap."""
+        self.last += seconds
+
     def lap(self) -> float:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
@@ -430,6 +446,10 @@ class TimeLimit:
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
+
+    def pause(self, seconds: float) -> None:
+        """Leave ``seconds`` (an evaluation during training) out of the training's time."""
+        self.start += seconds
 
     def reached(self, batch_end: bool = False) -> bool:
         """Whether the limit has passed (on any rank): the run stops after this gradient step.
@@ -524,6 +544,9 @@ class Run:
     setup_seconds: float = 0.0
     train_start: float = 0.0
     history: list = field(default_factory=list)
+    marl_eval: Any = None  # marl_eval.json (recipes/marl_eval.py), from the first evaluation
+    extra_state: Callable | None = None  # () -> a family's own checkpoint state (replay: the buffer)
+    resumed_state: dict = field(default_factory=dict)  # that state as the resumed checkpoint holds it
 
     @property
     def agents_by_group(self) -> dict:
@@ -544,7 +567,62 @@ class Run:
         return (self.frames_done - self.frames_at_start) * self.env.num_agents / (time.perf_counter() - self.train_start)
 
     def save_checkpoint(self) -> None:
-        save_checkpoint(self.checkpoint_path, self.agents, self.optimizer, self.frames_done, self.iteration, self.cfg)
+        save_checkpoint(self.checkpoint_path, self.agents, self.optimizer, self.frames_done, self.iteration, self.cfg,
+                        self.extra_state() if self.extra_state else None)
+
+    def record(self, row: dict, logger, pbar, frames_before: int, clocks=()) -> None:
+        """End an iteration (every family's): ``row`` into the history and the logger, the
+        progress bar, a checkpoint every ``checkpoint_every`` iterations, and every
+        ``eval_interval_frames`` frames an evaluation (:meth:`evaluate_between`), whose seconds
+        are kept off ``train_seconds`` and off ``clocks`` (a :class:`Stopwatch`, a
+        :class:`TimeLimit`: anything with ``pause(seconds)``)."""
+        cfg = self.cfg
+        self.history.append(row)
+        if logger is not None:
+            for name, value in row.items():
+                if name != "frames":
+                    logger.log_scalar(name, value, step=self.frames_done)
+        pbar.update(self.frames_done - frames_before)
+        pbar.set_postfix({k: f"{v:.3g}" for k, v in row.items() if k.startswith("return/")})
+        if self.iteration % cfg.checkpoint_every == 0 and self.ranks.is_main:
+            self.save_checkpoint()
+        every = cfg.get("eval_interval_frames", 0)
+        if every and self.frames_done // every > frames_before // every and self.frames_done < self.total_frames:
+            seconds = self.evaluate_between(logger)
+            self.train_start += seconds
+            for clock in clocks:
+                clock.pause(seconds)
+
+    def evaluate_between(self, logger=None) -> float:
+        """An evaluation during training (rank 0's; the other ranks wait for it): its metrics
+        logged as ``eval/<name>`` at the frames done, its episodes into ``marl_eval.json``.
+        Training's CPU random stream is left as it was. Returns its seconds."""
+        start = time.perf_counter()
+        if self.ranks.is_main:
+            with torch.random.fork_rng(devices=[]):
+                evaluation = evaluate(self.cfg, self.agents_by_group, self.device)
+            self.add_evaluation(evaluation)
+            log.info("evaluation at %d frames: %s", self.frames_done, ", ".join(
+                f"{k} {v:.4g}" for k, v in evaluation.items() if k.startswith(("eval_return/", "eval_gap_closed/"))))
+            for name, value in evaluation.items():
+                if logger is not None:
+                    logger.log_scalar(f"eval/{name}", value, step=self.frames_done)
+        if self.ranks.distributed:
+            self.ranks.any(False, self.device)  # every rank waits here for rank 0's evaluation
+        return time.perf_counter() - start
+
+    def add_evaluation(self, evaluation: dict) -> None:
+        """Takes ``episode_returns`` out of :func:`evaluate`'s result into ``marl_eval.json``."""
+        episodes = evaluation.pop("episode_returns")
+        if self.marl_eval is None:
+            from torchrl_warp.recipes.marl_eval import MarlEvalLog, names
+
+            path = os.path.join(self.out_dir, "marl_eval.json")
+            before = os.path.join(os.path.dirname(self.cfg.resume), "marl_eval.json") if self.cfg.resume else None
+            if before and not os.path.exists(path) and os.path.exists(before):  # a resumed run continues its file
+                shutil.copyfile(before, path)
+            self.marl_eval = MarlEvalLog(path, *names(self.cfg), seed=self.cfg.seed)
+        self.marl_eval.add(self.frames_done, episodes)
 
 
 def start_run(cfg: DictConfig, out_dir: str, build_agents: Callable, make_optimizer: Callable,
@@ -602,6 +680,7 @@ def start_run(cfg: DictConfig, out_dir: str, build_agents: Callable, make_optimi
               imports_seconds=imports_seconds)
     if ckpt is not None:  # the optimizer's moments from the checkpoint, its options this run's (device, graphs)
         run.frames_done, run.iteration = restore(ckpt, cfg.resume, agents, optimizer)
+        run.resumed_state = ckpt.get("family", {})
     ranks.broadcast_(agents)  # every rank starts from rank 0's parameters
     run.frames_at_start = run.frames_done  # the figures count this process's frames (all ranks')
     return run
@@ -622,6 +701,7 @@ def finish_run(run: Run, time_limit_hit: bool, extra: dict | None = None) -> dic
     run.save_checkpoint()
     eval_start = time.perf_counter()
     evaluation = evaluate(cfg, run.agents_by_group, device)
+    run.add_evaluation(evaluation)
     agent_steps_per_frame = run.env.num_agents
     summary = {
         "env": cfg.env.name, **({"scenario": cfg.env.scenario} if cfg.env.name == "mpe" else {}),
@@ -642,7 +722,8 @@ def finish_run(run: Run, time_limit_hit: bool, extra: dict | None = None) -> dic
     with open(os.path.join(run.out_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     print(json.dumps({k: v for k, v in summary.items() if k != "final"}, indent=1))
-    log.info("run directory: %s (checkpoint.pt, summary.json, learning_curve.png, %s logs)", run.out_dir, cfg.logger)
+    log.info("run directory: %s (checkpoint.pt, summary.json, marl_eval.json, learning_curve.png, %s logs)",
+             run.out_dir, cfg.logger)
     if cfg.video is True or (cfg.video == "auto" and device.type == "cuda"):  # recipes/play.py's video
         from torchrl_warp.recipes.play import record
 

@@ -97,6 +97,17 @@ def setting(default, doc: str, range: Optional[str] = None, choices: tuple = (),
     return field(default=default, metadata=meta)
 
 
+def check_run_name(name) -> Optional[str]:
+    """The problem with a name a file keys a run by (``marl_eval_algorithm``), or None.
+
+    >>> check_run_name(" "), check_run_name("masac_ours")
+    ("must be a non-empty name, got ' '", None)
+    """
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        return f"must be a non-empty name, got {name!r}"
+    return None
+
+
 def check_device(name: str) -> Optional[str]:
     """The problem with a ``device`` value, or None: ``auto``, ``cpu``, ``cuda`` or ``cuda:<index>``
     of a CUDA device this machine has.
@@ -289,6 +300,9 @@ class ReplayConfig(AlgoBase):
                                            "steps (HardUpdate; 0: SoftUpdate with tau)", "[0, inf)")
     share_params: bool = setting(True, "one network shared by a group's agents (False: one per agent; "
                                        "MultiAgentMLP's share_params)")
+    checkpoint_buffer: bool = setting(True, "checkpoints hold the replay buffer (buffer_size frames: the memory "
+                                            "table's replay row, on disk), so a resumed run continues with it; "
+                                            "false: a resumed run starts from an empty buffer")
     train_groups: Optional[list[str]] = setting(None, "the groups trained (null: all); the others act with "
                                                       "their initial (or resumed) networks and are not updated",
                                                 check=check_train_groups)
@@ -361,7 +375,12 @@ class TrainConfig:
     checkpoint_every: int = setting(10, "iterations between checkpoints (one is also written at the end)",
                                     "[1, inf)")
     resume: Optional[str] = setting(None, "a checkpoint.pt to continue from (checked before any work)")
-    eval_envs: int = setting(256, "environments of the final evaluation", "[1, inf)")
+    eval_envs: int = setting(256, "environments of each evaluation (one episode each)", "[1, inf)")
+    eval_interval_frames: int = setting(0, "evaluate every this many frames during training too (each one's "
+                                           "seconds kept off the training clocks; 0: the final evaluation only); "
+                                           "every evaluation goes into marl_eval.json", "[0, inf)")
+    marl_eval_algorithm: Optional[str] = setting(None, "the algorithm's name in marl_eval.json (null: algo.name)",
+                                                  check=check_run_name)
     time_limit_s: float = setting(0.0, "seconds of training (setup and evaluation not counted), checked after each "
                                        "gradient step: a batch's collection is not cut short (0: no limit)",
                                   "[0, inf)")

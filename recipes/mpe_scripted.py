@@ -23,7 +23,7 @@ import argparse
 
 import torch
 
-__all__ = ["UniformRandom", "mean_episode_returns", "spread_baselines", "gap_closed"]
+__all__ = ["UniformRandom", "episode_returns", "mean_episode_returns", "spread_baselines", "gap_closed"]
 
 
 class UniformRandom:
@@ -41,18 +41,28 @@ class UniformRandom:
 
 
 @torch.no_grad()
-def mean_episode_returns(env, policy, steps: int | None = None) -> dict[str, float]:
-    """Each group's mean return of the first episode of every env, playing ``policy`` for
-    ``steps`` steps (default: ``env.params.max_steps``, one episode) from a reset."""
+def episode_returns(env, policy, steps: int | None = None) -> dict[str, torch.Tensor]:
+    """Each group's return of the first episode of every env (``[num_envs]``: the sum of an
+    agent's rewards up to and including its first done, averaged over the group's agents),
+    playing ``policy`` for ``steps`` steps (default: ``env.params.max_steps``, one episode)
+    from a reset.
+
+    >>> from torchrl_warp.envs import MPEEnv
+    >>> env = MPEEnv("simple_spread", num_envs=8, max_steps=5, seed=0)
+    >>> episode_returns(env, UniformRandom(env))["agents"].shape
+    torch.Size([8])
+    """
     steps = steps or env.params.max_steps
     td = env.rollout(steps, policy, break_when_any_done=False)
     done = td["next", "done"].squeeze(-1)  # [E, T]
     first = (done.cumsum(1) - done.long()) == 0  # steps up to and including the first done
-    out = {}
-    for g in env.group_map:
-        reward = td["next", g, "reward"].squeeze(-1)  # [E, T, n]
-        out[g] = (reward * first[..., None]).sum(1).mean().item()
-    return out
+    return {g: (td["next", g, "reward"].squeeze(-1) * first[..., None]).sum(1).mean(-1) for g in env.group_map}
+
+
+def mean_episode_returns(env, policy, steps: int | None = None) -> dict[str, float]:
+    """Each group's mean return of the first episode of every env (:func:`episode_returns`
+    averaged over the envs)."""
+    return {g: r.mean().item() for g, r in episode_returns(env, policy, steps).items()}
 
 
 def gap_closed(value: float, random: float, scripted: float) -> float:

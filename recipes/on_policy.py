@@ -319,14 +319,7 @@ def train(cfg: DictConfig, out_dir: str) -> dict:
                    **{k: v.item() for k, v in losses.items()}, "agent_steps_per_s": run.agent_steps_per_s()}
             if cfg.env.name == "tag":
                 row["tags_per_env_step"] = count_tags(env, batch) / batch.numel()
-            run.history.append(row)
-            for name, value in row.items():
-                if logger is not None and name != "frames":
-                    logger.log_scalar(name, value, step=run.frames_done)
-            pbar.update(batch_frames)
-            pbar.set_postfix({k: f"{v:.3g}" for k, v in row.items() if k.startswith("return/")})
-            if run.iteration % cfg.checkpoint_every == 0 and ranks.is_main:
-                run.save_checkpoint()
+            run.record(row, logger, pbar, run.frames_done - batch_frames, clocks=(clock, limit))
             if limit.reached(batch_end=True):
                 limit.say_stopped(run.iteration, steps_done, steps_per_update)
                 break
@@ -346,15 +339,8 @@ def memory_parts(cfg: DictConfig, env, policy, groups, batches_in_place: bool) -
 def memory_needed(cfg: DictConfig, on_gpu: bool) -> int:
     """Bytes a run of ``cfg`` needs (what the recipe checks before it starts), on a GPU (batches
     in place, with ``env.graphed_rollout``) or on the CPU, without a GPU: the env and networks
-    are built on the CPU, only their specs and sizes are read. An algorithm of another family:
-    that family's own ``memory_needed`` (docs/recipes.md's memory table asks this function for
-    every documented command)."""
-    if cfg.algo.name not in ALGOS:
-        import importlib
-
-        from torchrl_warp.recipes.config import FAMILIES
-
-        return importlib.import_module(f"torchrl_warp.recipes.{FAMILIES[cfg.algo.name]}").memory_needed(cfg, on_gpu)
+    are built on the CPU, only their specs and sizes are read. (Each family has its own:
+    ``recipes.train.family(algo).memory_needed``.)"""
     device = torch.device("cpu")
     env = make_env(cfg, device, cfg.env.num_envs, cfg.seed)
     groups = list(env.layout.groups) if env.layout.groups else [None]

@@ -54,7 +54,7 @@ from torchrl_warp.recipes.config import ConfigError
 from torchrl_warp.recipes.distributed import Ranks
 from torchrl_warp.recipes.metrics import EpisodeTracker, make_logger
 
-__all__ = ["ReplayAgent", "network", "Observing", "target_updater", "annealed", "replay_buffer", "collection_policy",
+__all__ = ["ReplayAgent", "network", "Observing", "target_updater", "annealed", "replay_buffer", "refill", "collection_policy",
            "make_optimizer", "network_of", "trained_groups", "gradient_steps_due", "GradientStep", "make_collector",
            "batches", "train", "memory_parts", "memory_needed"]
 
@@ -177,6 +177,32 @@ def replay_buffer(size: int, minibatch_size: int, device) -> ReplayBuffer:
     batch)."""
     storage = LazyTensorStorage(size, device=torch.device(device), compilable=True)
     return ReplayBuffer(storage=storage, sampler=RandomSampler(), batch_size=minibatch_size, compilable=True)
+
+
+def refill(buffer: ReplayBuffer, state: dict, device, chunk: int = 65_536) -> int:
+    """Put the frames of a saved buffer (``state``: a ``ReplayBuffer.state_dict()`` as a
+    checkpoint holds it, on any device) into ``buffer``, oldest first, so the newest survive
+    where ``buffer`` is the smaller; returns the frames put in. Sizes may differ (a resumed run
+    may change ``algo.buffer_size``).
+
+    >>> saved = replay_buffer(4, 2, "cpu")
+    >>> _ = saved.extend(TensorDict({"x": torch.arange(6.0)}, [6]))  # 0, 1 overwritten by 4, 5
+    >>> fresh = replay_buffer(3, 2, "cpu")
+    >>> refill(fresh, saved.state_dict(), "cpu"), fresh[:]["x"].tolist()
+    (3, [3.0, 4.0, 5.0])
+    """
+    stored = state["_storage"]
+    frames, cursor = int(stored["_len"]), int(state["_writer"]["_cursor"])
+    if not frames:
+        return 0
+    data = TensorDict().load_state_dict(stored["_storage"], strict=False)
+    size = data.batch_size[0]
+    keep = min(frames, buffer.storage.max_size)
+    where = next(iter(data.values(True, True))).device  # the state's (a checkpoint's: the CPU)
+    order = (cursor - keep + torch.arange(keep, device=where)) % size  # the newest `keep` frames, oldest first
+    for start in range(0, keep, chunk):
+        buffer.extend(data[order[start:start + chunk]].to(device))
+    return keep
 
 
 def collection_policy(agents: dict) -> TensorDictSequential:
@@ -306,8 +332,9 @@ def train(cfg: DictConfig, out_dir: str, build_agents) -> dict:
     """Train ``cfg.algo.name`` with its family's ``build_agents`` (a ``ModuleDict`` of
     :class:`ReplayAgent` by group) and write the run to ``out_dir`` as every family does
     (recipes/common.py: ``checkpoint.pt``, the logger's scalars, ``learning_curve.png``,
-    ``summary.json``, ``video.gif``); returns the summary. The replay buffer is not saved: a
-    resumed run starts with an empty one, and collects no random frames."""
+    ``summary.json``, ``video.gif``); returns the summary. Checkpoints hold the replay buffer
+    (``algo.checkpoint_buffer``) and the gradient steps taken: a resumed run continues with
+    both, and collects no random frames."""
     run = start_run(cfg, out_dir, build_agents, make_optimizer)
     if isinstance(run, dict):  # the checkpoint has trained env.total_frames already
         return run
@@ -322,6 +349,18 @@ def train(cfg: DictConfig, out_dir: str, build_agents) -> dict:
                         "lower algo.buffer_size, or env.num_envs or env.steps_per_batch (a batch is their product)")
     log.info("memory: about %s on %s for the replay buffer, batches and gradient steps", gib(needed), device)
     buffer = replay_buffer(algo.buffer_size, algo.minibatch_size, device)
+    # a resumed run continues with the checkpoint's buffer (every rank: rank 0's, so that every
+    # rank takes its gradient steps together) and its target updates' count
+    resumed = run.resumed_state
+    if "replay_buffer" in resumed:
+        log.info("replay buffer: %d frames from %s", refill(buffer, resumed["replay_buffer"], device), cfg.resume)
+    steps_before = int(resumed.get("gradient_steps", 0))
+    for agent in trained.values():
+        if isinstance(agent.updater, HardUpdate):  # copies when its counter, steps mod the interval, reaches it
+            agent.updater.counter = steps_before % algo.hard_update_interval
+    steps_total = 0
+    run.extra_state = lambda: {"gradient_steps": steps_before + steps_total,
+                               **({"replay_buffer": buffer.state_dict()} if algo.checkpoint_buffer else {})}
     # each rank's random frames, whole batches, algo.init_random_frames of all ranks (none when resumed)
     random_frames = -(-algo.init_random_frames // (run.frames_per_batch * ranks.world)) * run.frames_per_batch
     random_frames = random_frames if run.frames_done == 0 else 0
@@ -336,7 +375,7 @@ def train(cfg: DictConfig, out_dir: str, build_agents) -> dict:
     gradient_step = GradientStep(trained, optimizer, algo, amp, graphed, device, ranks)
     profiler = IterationProfiler(cfg.profile_iteration, run.iteration, device, out_dir)
     limit = TimeLimit(cfg.time_limit_s, ranks, device)
-    steps_total, losses = 0, {}
+    losses = {}
     with logging_redirect_tqdm(), tqdm(total=run.total_frames, initial=run.frames_done, unit="frames",
                                        disable=not ranks.is_main) as pbar:
         for batch, collector in batches(cfg, run, policy, random_frames):
@@ -375,14 +414,7 @@ def train(cfg: DictConfig, out_dir: str, build_agents) -> dict:
                    **exploration, **tracker.summary(), **{k: v.item() for k, v in losses.items()},
                    "agent_steps_per_s": run.agent_steps_per_s(),
                    "gradient_steps_per_s": steps_done / update_s if update_s > 0 else math.nan}
-            run.history.append(row)
-            for name, value in row.items():
-                if logger is not None and name != "frames":
-                    logger.log_scalar(name, value, step=run.frames_done)
-            pbar.update(batch_frames)
-            pbar.set_postfix({k: f"{v:.3g}" for k, v in row.items() if k.startswith("return/")})
-            if run.iteration % cfg.checkpoint_every == 0 and ranks.is_main:
-                run.save_checkpoint()
+            run.record(row, logger, pbar, frames_before, clocks=(clock, limit))
             if limit.reached(batch_end=True):
                 limit.say_stopped(run.iteration, steps_done, due)
                 break

@@ -124,13 +124,14 @@ def test_docs_cheap_commands_run():
 
 
 #: overrides that do not change what a run holds: left out of docs/recipes.md's memory table
-_NOT_MEMORY = ("resume=", "time_limit_s=", "eval_envs=", "env.total_frames=", "device=")
+_NOT_MEMORY = ("resume=", "time_limit_s=", "eval_envs=", "eval_interval_frames=", "marl_eval_algorithm=",
+               "env.total_frames=", "device=")
 
 
 def test_the_memory_table_gives_each_documented_training_command_its_estimate():
     """docs/recipes.md's "Memory": a row per documented training command (its overrides that
     change memory), with what the recipe's own estimate says on a GPU and on the CPU."""
-    from torchrl_warp.recipes.on_policy import memory_needed
+    from torchrl_warp.recipes.train import family
 
     text = (ROOT / "docs" / "recipes.md").read_text().split("### Memory", 1)[1].split("\n#", 1)[0]
     table = {m.group(1): (float(m.group(2)), float(m.group(3)))
@@ -145,5 +146,6 @@ def test_the_memory_table_gives_each_documented_training_command_its_estimate():
     for args in wanted:
         name = " ".join(args) or "(the defaults: CartPole + PPO)"
         cfg = compose_recipe(args)
+        memory_needed = family(cfg.algo.name).memory_needed  # each family's own estimate
         gib = tuple(round(memory_needed(cfg, on_gpu) / 2**30, 2) for on_gpu in (True, False))
         assert table.get(name) == gib, name

@@ -107,6 +107,9 @@ def trains_evaluates_checkpoints_and_resumes(tmp_path, algo, tiny, losses, group
     assert (resumed["frames"], resumed["frames_this_run"], resumed["gradient_steps"]) == (160, 80, 8)
     second = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=True)
     assert second["iteration"] == 4 and set(adam_steps(second)) == {16.0}  # Adam's steps went on
+    # the replay buffer and the gradient step count went on too
+    assert first["family"]["gradient_steps"] == 8 and second["family"]["gradient_steps"] == 16
+    assert scalars_of(tmp_path / "b")["buffer_frames"] == [120, 160]
     return summary, scalars
 
 
@@ -262,6 +265,50 @@ def test_the_targets_are_copied_every_hard_update_interval_steps():
         else:
             assert all(torch.equal(t, b) for (t, _), b in zip(pairs, before)), step  # untouched in between
     assert copied_at == [3, 6]
+
+
+def test_a_resumed_run_copies_its_targets_on_the_runs_schedule_not_its_own(tmp_path):
+    """HardUpdate every 16 gradient steps; the first run takes 8, the resumed one 8 more: the
+    copy comes at its last step (16 of the run), not 16 steps after the resume."""
+    first = run(tmp_path / "a", "algo=maddpg", *TINY_MPE, "algo.hard_update_interval=16")
+    assert first["gradient_steps"] == 8
+    ckpt = tmp_path / "a" / "checkpoint.pt"
+    run(tmp_path / "b", "algo=maddpg", *TINY_MPE, "algo.hard_update_interval=16", "env.total_frames=160",
+        f"resume={ckpt}")
+
+    def targets_are_online(path) -> bool:
+        agents = torch.load(path, weights_only=True)["agents"]
+        targets = [k for k in agents if ".target_" in k]
+        assert targets
+        return all(torch.equal(agents[k], agents[k.replace("target_", "")]) for k in targets)
+
+    assert not targets_are_online(ckpt) and targets_are_online(tmp_path / "b" / "checkpoint.pt")
+
+
+def test_without_checkpoint_buffer_a_resumed_run_starts_an_empty_buffer(tmp_path):
+    run(tmp_path / "a", "algo=maddpg", *TINY_MPE, "algo.checkpoint_buffer=false")
+    ckpt = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=True)
+    assert "replay_buffer" not in ckpt["family"] and ckpt["family"]["gradient_steps"] == 8
+    run(tmp_path / "b", "algo=maddpg", *TINY_MPE, "env.total_frames=160", f"resume={tmp_path / 'a' / 'checkpoint.pt'}")
+    assert scalars_of(tmp_path / "b")["buffer_frames"] == [40, 80]
+
+
+def test_a_saved_buffer_refills_a_smaller_or_larger_one_newest_frames_kept():
+    from tensordict import TensorDict
+
+    from torchrl_warp.recipes.replay import refill, replay_buffer
+
+    saved = replay_buffer(5, 2, "cpu")
+    for start in (0, 3, 6):  # 9 frames into 5: 4..8 kept, the write cursor mid-storage
+        saved.extend(TensorDict({"x": torch.arange(start, start + 3.0), ("agents", "done"): torch.ones(3, 2, 1,
+                                 dtype=torch.bool)}, [3]))
+    state = saved.state_dict()
+    for size, expected in ((3, [6.0, 7.0, 8.0]), (5, [4.0, 5.0, 6.0, 7.0, 8.0]), (8, [4.0, 5.0, 6.0, 7.0, 8.0])):
+        fresh = replay_buffer(size, 2, "cpu")
+        assert refill(fresh, state, "cpu") == len(expected)
+        assert fresh[:len(expected)]["x"].tolist() == expected, size
+        assert fresh[:len(expected)]["agents", "done"].shape == (len(expected), 2, 1)
+    assert refill(replay_buffer(4, 2, "cpu"), replay_buffer(4, 2, "cpu").state_dict(), "cpu") == 0
 
 
 def test_the_replay_buffer_returns_what_was_written_on_the_envs_device():

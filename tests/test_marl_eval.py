@@ -7,24 +7,15 @@ import json
 import math
 
 import pytest
-import torch
 
 from conftest import SIM
-from test_off_policy import TINY_MPE, run, scalars_of
+from test_off_policy import TINY_MPE, one_thread, run, scalars_of  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.skipif(SIM, reason="training runs on the CPU backend, not in the simulator")
 
 TINY_CARTPOLE = ("env=cartpole", "algo=ppo", "device=cpu", "env.num_envs=4", "env.steps_per_batch=10",
                  "env.total_frames=80", "algo.hidden=[16,16]", "algo.minibatch_size=20", "algo.epochs=1",
                  "eval_envs=3", "checkpoint_every=1", "video=false")
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def the_run(path, environment, task, algorithm, seed=0) -> dict:

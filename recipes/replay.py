@@ -126,22 +126,28 @@ def network(in_features: int, out_features: int, group_size: int | None, algo: D
 
 
 class Observing(torch.nn.Module):
-    """``net(standardize(observation), *others)``: a network whose first input, the
-    observation, is standardized (``algo.obs_norm``: :class:`~torchrl_warp.recipes.common.Standardize`
-    with the run's statistics, saved with the model) and whose other inputs (a critic's action)
-    are not; without statistics, ``net`` as it is.
+    """``net(..., standardize(observation), ...)``: a network whose input number ``at`` (the
+    first by default), the observation, is standardized (``algo.obs_norm``:
+    :class:`~torchrl_warp.recipes.common.Standardize` with the run's statistics, saved with the
+    model) and whose other inputs (a critic's action, a mixer's Q-values) are not; without
+    statistics, ``net`` as it is.
 
-    >>> Observing(torch.nn.Identity(), (torch.tensor([1.0]), torch.tensor([2.0])))(torch.tensor([3.0])).tolist()
+    >>> stats = (torch.tensor([1.0]), torch.tensor([2.0]))
+    >>> Observing(torch.nn.Identity(), stats)(torch.tensor([3.0])).tolist()
     [1.0]
+    >>> Observing(lambda q, state: q + state, stats, at=1)(torch.tensor([3.0]), torch.tensor([3.0])).tolist()
+    [4.0]
     """
 
-    def __init__(self, net: torch.nn.Module, obs_stats=None):
+    def __init__(self, net, obs_stats=None, at: int = 0):
         super().__init__()
         self.standardize = Standardize(*obs_stats) if obs_stats is not None else torch.nn.Identity()
-        self.net = net
+        self.net, self.at = net, at
 
-    def forward(self, observation, *others):
-        return self.net(self.standardize(observation), *others)
+    def forward(self, *inputs):
+        inputs = list(inputs)
+        inputs[self.at] = self.standardize(inputs[self.at])
+        return self.net(*inputs)
 
 
 def target_updater(loss, algo: DictConfig) -> SoftUpdate | HardUpdate:

@@ -123,7 +123,8 @@ class QAgent(_EGreedyAgent):
 
 class MixerAgent(_EGreedyAgent):
     """VDN or QMIX of one group: ``QMixerLoss`` over the group's Q-network and its mixer
-    (``VDNMixer``, ``QMixer`` on the group's concatenated observations), both with targets; the
+    (``VDNMixer``, ``QMixer`` on the group's concatenated observations, standardized as the
+    Q-network's with ``algo.obs_norm``), both with targets; the
     group's reward and done flags are its mean reward and the env's flags."""
 
     def __init__(self, env, group, algo: DictConfig, device, obs_stats=None):
@@ -134,6 +135,7 @@ class MixerAgent(_EGreedyAgent):
         if algo.name == "qmix":  # its mixing weights come from the group's state: every agent's observation
             obs_shape = (n, env.layout.observation_shape_of(group)[-1])
             mixer = QMixer(state_shape=obs_shape, mixing_embed_dim=algo.mixing_embed_dim, n_agents=n, device=device)
+            mixer = Observing(mixer, obs_stats, at=1)  # with algo.obs_norm its state standardized as the Q-network's input
             in_keys = [key(group, "chosen_action_value"), key(group, "observation")]
         else:
             mixer = VDNMixer(n_agents=n, device=device)

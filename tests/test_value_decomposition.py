@@ -46,7 +46,7 @@ def test_two_groups_of_different_sizes_each_mix_their_own(tmp_path):
     summary = run(tmp_path / "a", *overrides)
     assert 0 <= summary["eval_tag_rate"] <= 1
     first = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=True)["agents"]
-    state_dims = {g: first[f"{g}.mixer.module.hyper_w_1.weight"].shape[-1] for g in ("taggers", "runners")}
+    state_dims = {g: first[f"{g}.mixer.module.net.hyper_w_1.weight"].shape[-1] for g in ("taggers", "runners")}
     obs = {g: first[f"{g}.actor.module.0.module.net.params.0.weight"].shape[-1] for g in ("taggers", "runners")}
     assert state_dims == {"taggers": 3 * obs["taggers"], "runners": obs["runners"]}  # the group's observations
     run(tmp_path / "b", *overrides, "algo.train_groups=[runners]", "env.total_frames=160",
@@ -76,7 +76,7 @@ def test_the_qmix_mixer_is_its_hypernetworks_by_hand():
     cfg, env, agents = agent_of("qmix", "mpe", mixing_embed_dim=4)
     mixer = agents["agents"].mixer
     assert mixer.in_keys == [("agents", "chosen_action_value"), ("agents", "observation")]
-    qmixer = mixer.module
+    qmixer = mixer.module.net  # (mixer.module: Observing, the state standardized with algo.obs_norm)
     torch.manual_seed(0)
     q, obs = torch.randn(2, 3, 1, requires_grad=True), torch.randn(2, 3, 14)
     out = mixer(TensorDict({"agents": TensorDict({"chosen_action_value": q, "observation": obs}, [2, 3])}, [2]))
@@ -93,6 +93,22 @@ def test_the_qmix_mixer_is_its_hypernetworks_by_hand():
     torch.testing.assert_close(got, torch.stack(expected))
     grad, = torch.autograd.grad(got.sum(), q)
     assert (grad >= 0).all() and grad.abs().sum() > 0  # monotonic in each agent's value
+
+
+def test_with_obs_norm_the_qmix_mixer_reads_the_state_standardized_as_the_q_network_does():
+    from tensordict import TensorDict
+
+    from torchrl_warp.recipes.value_decomposition import MixerAgent
+
+    cfg, env, _ = agent_of("qmix", "mpe", mixing_embed_dim=4)
+    loc, scale = torch.linspace(-1, 1, 14), torch.linspace(0.5, 2, 14)
+    agent = MixerAgent(env, "agents", cfg.algo, torch.device("cpu"), obs_stats=(loc, scale))
+    torch.manual_seed(0)
+    q, obs = torch.randn(2, 3, 1), torch.randn(2, 3, 14)
+    got = agent.mixer(TensorDict({"agents": TensorDict({"chosen_action_value": q, "observation": obs}, [2, 3])},
+                                 [2]))["mixed", "agents", "chosen_action_value"]
+    torch.testing.assert_close(got, agent.mixer.module.net(q, (obs - loc) / scale))
+    assert not torch.allclose(got, agent.mixer.module.net(q, obs))
 
 
 def test_the_mixed_reward_is_the_groups_mean_and_the_flags_the_envs():

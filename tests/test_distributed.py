@@ -77,3 +77,36 @@ def test_rank_zero_alone_makes_the_run_directory(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["outputs"]
     assert sorted(p.name for p in (tmp_path / "outputs").iterdir()) == ["rank0"]
     assert {".hydra", "summary.json", "train.log"} <= {p.name for p in (tmp_path / "outputs" / "rank0").iterdir()}
+
+
+#: the replay families at tiny sizes: 2 batches of 2 ranks x 4 envs x 10 steps, a gradient step per
+#: 10 of a rank's frames, an evaluation every 80 frames
+TINY_REPLAY = ["device=cpu", "env.num_envs=4", "env.steps_per_batch=10", "algo.hidden=[16,16]",
+               "algo.minibatch_size=20", "algo.frames_per_gradient_step=10", "algo.buffer_size=1000", "eval_envs=4",
+               "eval_interval_frames=80", "video=false"]
+
+
+@pytest.mark.parametrize("algo, env", [("sac", "pendulum"), ("dqn", "cartpole")])
+def test_two_ranks_train_a_replay_family_together_and_resume_with_its_buffer(tmp_path, algo, env):
+    """Each rank collects into its own buffer and takes its gradient steps with the others
+    (averaged), rank 0 evaluates between batches while the others wait, and a 2-rank resume
+    refills every rank's buffer from the checkpoint's (rank 0's)."""
+    import csv
+
+    def torchrun(run_dir, *extra):
+        proc = subprocess.run([*TORCHRUN, "-m", "torchrl_warp.recipes.train", f"hydra.run.dir={run_dir}",
+                               f"env={env}", f"algo={algo}", *TINY_REPLAY, *extra],
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads((run_dir / "summary.json").read_text())
+
+    summary = torchrun(tmp_path / "a", "env.total_frames=160")
+    assert summary["ranks"] == 2 and summary["ranks_agree"] is True
+    assert (summary["frames"], summary["gradient_steps"]) == (160, 8)  # each rank: 80 frames, a step per 10
+    marl_eval = json.loads((tmp_path / "a" / "marl_eval.json").read_text())
+    steps = next(iter(next(iter(next(iter(marl_eval.values())).values())).values()))["seed_0"]
+    assert [steps[f"step_{k}"]["step_count"] for k in range(2)] == [80, 160]
+    resumed = torchrun(tmp_path / "b", "env.total_frames=320", f"resume={tmp_path / 'a' / 'checkpoint.pt'}")
+    assert resumed["ranks_agree"] is True and (resumed["frames"], resumed["gradient_steps"]) == (320, 8)
+    with open(tmp_path / "b" / "train" / "scalars" / "buffer_frames.csv") as f:
+        assert [float(row[1]) for row in csv.reader(f) if row] == [120.0, 160.0]  # 80 refilled, then 40 a batch

@@ -336,12 +336,14 @@ def test_the_replay_buffer_returns_what_was_written_on_the_envs_device():
         assert (rows == row).all(-1).all(-1).any()  # each sampled frame is one that was written
 
 
+@pytest.mark.parametrize("amp", [False, True], ids=["fp32", "amp"])
 @pytest.mark.parametrize("algo", ["ddpg", "sac", "maddpg", "masac"])
-def test_a_gradient_step_and_a_sample_ask_nothing_of_the_host(algo):
+def test_a_gradient_step_and_a_sample_ask_nothing_of_the_host(algo, amp):
     """What a GPU run repeats every gradient step (the buffer's sample, the losses, backward,
     clipping, Adam, the targets' update) and every env step (the collecting policy) has no host
     sync and copies nothing from the host (``forbid_host_syncs``, standing in for a CUDA graph's
-    capture): on a GPU they queue without waiting."""
+    capture): on a GPU they queue without waiting. With ``algo.amp`` the losses' layers run in
+    bfloat16 (the recipe's autocast) and the step stays sync-free."""
     from torchrl_warp.host_syncs import forbid_host_syncs
     from torchrl_warp.recipes.replay import GradientStep, collection_policy, make_optimizer, replay_buffer
     from torchrl_warp.recipes.common import with_group_done_flags
@@ -355,17 +357,31 @@ def test_a_gradient_step_and_a_sample_ask_nothing_of_the_host(algo):
     buffer = replay_buffer(100, 16, env.device)
     buffer.extend(batch.reshape(-1))
     optimizer = make_optimizer(cfg, agents, env.device)
-    step = GradientStep(by_group, optimizer, cfg.algo, torch.autocast("cpu", enabled=False), False, env.device)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp)
+    step = GradientStep(by_group, optimizer, cfg.algo, autocast, False, env.device)
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    dtypes = set()
+
+    class MatmulDtypes(TorchDispatchMode):  # the dtypes the step's matrix products ran in
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func.overloadpacket in (torch.ops.aten.addmm, torch.ops.aten.mm, torch.ops.aten.bmm):
+                dtypes.add(out.dtype)
+            return out
+
     td = env.reset()
     with forbid_host_syncs("cpu"):
         for _ in range(2):
             buffer.extend(batch.reshape(-1))
-            losses = step(buffer.sample())
+            with MatmulDtypes():
+                losses = step(buffer.sample())
             for agent in by_group.values():
                 agent.updater.step()
             with torch.no_grad():
                 policy(td.clone())
     assert all(torch.isfinite(v) for v in losses.values())
+    assert dtypes == ({torch.bfloat16} if amp else {torch.float32})
 
 
 def test_torchrls_gaussian_noise_would_ask_the_host_and_ours_does_not():

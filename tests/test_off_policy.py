@@ -189,8 +189,9 @@ def test_simple_tag_trains_one_group_and_holds_the_other(tmp_path):
     assert inputs == {"adversary": 16, "agent": 14}  # each group's actor reads its own observation
 
 
-def agent_of(algo, env_name="pendulum", **algo_values):
-    """A fresh agent of ``algo`` (its config's defaults, ``algo_values`` over them) on a small env."""
+def agent_of(algo, env_name="pendulum", device="cpu", **algo_values):
+    """A fresh agent of ``algo`` (its config's defaults, ``algo_values`` over them) on a small env
+    on ``device``: ``(cfg, env, agents)``."""
     from omegaconf import OmegaConf
 
     from torchrl_warp.recipes.common import make_env
@@ -205,9 +206,9 @@ def agent_of(algo, env_name="pendulum", **algo_values):
                       "continuous_actions": algo not in DISCRETE_ALGOS}}.get(env_name, {})
     cfg = OmegaConf.merge(cfg, {"env": {"name": env_name, "scenario": "simple_spread" if env_name == "mpe" else "",
                                         "params": params}})
-    env = make_env(cfg, torch.device("cpu"), 4, seed=0)
+    env = make_env(cfg, torch.device(device), 4, seed=0)
     groups = list(env.layout.groups) if env.layout.groups else [None]
-    return cfg, env, family(algo).build_agents(cfg, env, groups, torch.device("cpu"))
+    return cfg, env, family(algo).build_agents(cfg, env, groups, torch.device(device))
 
 
 def perturb_online(loss):

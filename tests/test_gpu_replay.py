@@ -1,0 +1,134 @@
+"""GPU tests (marked ``gpu``) of the replay families (recipes/replay.py: DDPG, SAC, their
+multi-agent forms, DQN, IQL, VDN, QMIX): on the device a gradient step, a buffer sample, the
+target update and the collecting policy never wait for the host; a gradient step captured
+as a CUDA graph (``algo.cudagraph_update``) takes the steps the eager one takes; and the
+recipe trains each family through ``GraphedCollector`` with graphed updates, then resumes.
+"""
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from test_off_policy import agent_of
+
+pytestmark = pytest.mark.gpu
+
+#: each algorithm on its smallest env
+ENV_OF = {"ddpg": "pendulum", "sac": "pendulum", "maddpg": "mpe", "masac": "mpe", "iddpg": "mpe", "isac": "mpe",
+          "dqn": "cartpole", "iql": "mpe", "vdn": "mpe", "qmix": "mpe"}
+CUDA = torch.device("cuda")
+
+
+def collected(algo, **algo_values):
+    """``(cfg, env, agents by group, policy, buffer)`` of ``algo`` on CUDA, the buffer holding a
+    10-step rollout of its collecting policy (prepared as the recipe stores it)."""
+    from torchrl_warp.recipes.common import with_group_done_flags
+    from torchrl_warp.recipes.replay import collection_policy, replay_buffer
+
+    cfg, env, agents = agent_of(algo, ENV_OF[algo], device="cuda", **algo_values)
+    groups = list(env.layout.groups) if env.layout.groups else [None]
+    by_group = {g: agents[g or "agent"] for g in groups}
+    policy = collection_policy(by_group)
+    with torch.no_grad():
+        batch = with_group_done_flags(env.rollout(10, policy, break_when_any_done=False), groups)
+    for agent in by_group.values():
+        agent.prepare(batch)
+    buffer = replay_buffer(100, 16, CUDA)
+    buffer.extend(batch.reshape(-1))
+    return cfg, env, agents, by_group, policy, buffer, batch
+
+
+@pytest.mark.parametrize("algo", list(ENV_OF))
+def test_a_gradient_step_a_sample_and_the_policy_never_wait_for_the_host(algo):
+    """torch's sync debug mode raising, and forbid_host_syncs on the device: what a GPU run
+    repeats per gradient step and per env step queues without a sync."""
+    from torchrl_warp.host_syncs import forbid_host_syncs
+    from torchrl_warp.recipes.replay import GradientStep, make_optimizer
+
+    cfg, env, agents, by_group, policy, buffer, batch = collected(algo)
+    step = GradientStep(by_group, make_optimizer(cfg, agents, CUDA), cfg.algo, torch.autocast("cuda", enabled=False),
+                        False, CUDA)
+    step(buffer.sample())  # Adam's state made (its first step allocates)
+    td = env.reset()
+    previous = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        with forbid_host_syncs("cuda"):
+            for _ in range(2):
+                buffer.extend(batch.reshape(-1))
+                losses = step(buffer.sample())
+                for agent in by_group.values():
+                    agent.updater.step()
+                    agent.explore_at(10, 100)
+                with torch.no_grad():
+                    policy(td.clone())
+    finally:
+        torch.cuda.set_sync_debug_mode(previous)
+    assert all(torch.isfinite(v).item() for v in losses.values())
+
+
+@pytest.mark.parametrize("algo", ["ddpg", "sac", "maddpg", "masac", "dqn", "vdn", "qmix"])
+def test_graphed_replay_gradient_steps_match_eager_ones(algo):
+    """``algo.cudagraph_update``: the same 6 sampled minibatches, eager and through the
+    captured step (capturable Adam, its lr a tensor), with the targets updated after each:
+    the online and target networks end equal."""
+    from torchrl_warp.recipes.replay import GradientStep, make_optimizer
+
+    runs = []
+    for graphed in (False, True):
+        torch.manual_seed(0)
+        cfg, env, agents, by_group, policy, buffer, batch = collected(algo, cudagraph_update=graphed)
+        if not runs:
+            generator = torch.Generator(device=CUDA).manual_seed(0)
+            flat = buffer[:len(buffer)]
+            minibatches = [flat[torch.randint(len(buffer), (16,), device=CUDA, generator=generator)]
+                           for _ in range(6)]
+        optimizer = make_optimizer(cfg, agents, CUDA)
+        assert optimizer.param_groups[0]["capturable"] == graphed
+        step = GradientStep(by_group, optimizer, cfg.algo, torch.autocast("cuda", enabled=False), graphed, CUDA)
+        for minibatch in minibatches:
+            step(minibatch.clone())
+            for agent in by_group.values():
+                agent.updater.step()
+        assert hasattr(step._step, "graph") == graphed  # captured, then replayed
+        runs.append(agents)
+    eager, graphed_agents = runs
+    for (name, a), b in zip(eager.named_parameters(), graphed_agents.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
+    for (name, a), b in zip(eager.named_buffers(), graphed_agents.buffers()):
+        if a.is_floating_point():
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
+
+
+#: each family at small sizes on the GPU: 2 batches of 64 envs x 10 steps, a gradient step per
+#: 40 frames (16 a batch), minibatches of 64
+SMALL = ["device=cuda", "env.num_envs=64", "env.steps_per_batch=10", "env.total_frames=1280", "algo.hidden=[32,32]",
+         "algo.minibatch_size=64", "algo.frames_per_gradient_step=40", "algo.buffer_size=4096", "eval_envs=16",
+         "eval_interval_frames=640", "algo.cudagraph_update=true"]
+
+
+@pytest.mark.parametrize("algo", ["masac", "qmix"])  # one of each family: each run is two processes
+def test_each_replay_family_trains_graphed_on_the_gpu_and_resumes(tmp_path, algo):
+    """The CLI on CUDA: collection through GraphedCollector (env.graphed_rollout, on by
+    default), graphed gradient steps; then a resume from its checkpoint with the buffer."""
+    def run(out, *args):
+        cmd = [sys.executable, "-m", "torchrl_warp.recipes.train", f"hydra.run.dir={out}", f"env={ENV_OF[algo]}",
+               f"algo={algo}", "video=false", *SMALL, *args]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads((out / "summary.json").read_text())
+
+    first = run(tmp_path / "a")
+    assert (first["frames"], first["gradient_steps"]) == (1280, 32) and first["device"] == "cuda"
+    assert all(math.isfinite(v) for k, v in first["final"].items() if "loss" in k), first["final"]
+    ckpt = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=True)
+    assert ckpt["optimizer"]["param_groups"][0]["capturable"] and ckpt["family"]["gradient_steps"] == 32
+    resumed = run(tmp_path / "b", "env.total_frames=2560", f"resume={tmp_path / 'a' / 'checkpoint.pt'}")
+    assert (resumed["frames"], resumed["gradient_steps"]) == (2560, 32)
+    assert "replay buffer: 1280 frames from" in (tmp_path / "b" / "train.log").read_text()
+    evaluations = json.loads((tmp_path / "b" / "marl_eval.json").read_text())
+    run_data = next(iter(next(iter(next(iter(evaluations.values())).values())).values()))["seed_0"]
+    assert [run_data[f"step_{k}"]["step_count"] for k in range(4)] == [640, 1280, 1920, 2560]

@@ -17,8 +17,9 @@ def test_bench_cli_measures_every_mode(tmp_path):
 
     out = tmp_path / "bench.json"
     rows = main(["--env", "tag", "--num-envs", "3", "--agents", "2+3", "--k", "2", "--steps", "3",
-                 "--repeats", "1", "--mode", "step", "step_and_maybe_reset", "collector", "--json", str(out)])
-    assert [r["mode"] for r in rows] == ["step", "step_and_maybe_reset", "collector"]
+                 "--repeats", "1", "--mode", "step", "step_and_maybe_reset", "collector", "graphed", "graphed_in_place",
+                 "--json", str(out)])
+    assert [r["mode"] for r in rows] == ["step", "step_and_maybe_reset", "collector", "graphed", "graphed_in_place"]
     for r in rows:
         assert r["env_steps_per_s"] > 0 and r["agent_steps_per_s"] == pytest.approx(5 * r["env_steps_per_s"])
     saved = json.loads(out.read_text())
@@ -106,3 +107,20 @@ def test_episode_tracker_sums_rewards_across_batches():
     assert tracker.summary() == {"return/taggers": 7.0, "episodes": 1}  # env 0: 1+2+3 carried over, +1
     out = tracker.summary()
     assert math.isnan(out["return/taggers"]) and out["episodes"] == 0
+
+
+@pytest.mark.parametrize("mode, copies", [("graphed", True), ("graphed_in_place", False)])
+def test_the_graphed_modes_differ_in_whether_batches_are_copied_out(monkeypatch, mode, copies):
+    from torchrl_warp import graphed_collector
+    from torchrl_warp.bench import make_env, measure
+
+    made = []
+    original = graphed_collector.GraphedCollector.__init__
+
+    def recording(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        made.append(self.copy_batches)
+
+    monkeypatch.setattr(graphed_collector.GraphedCollector, "__init__", recording)
+    assert measure(make_env("cartpole", 4, "cpu"), mode, steps=3, repeats=1) > 0
+    assert made == [copies]

@@ -4,7 +4,9 @@ Steps an environment with random actions (a pool of pre-drawn action TensorDicts
 on the env's device, so that the sampler is not what is measured) through
 ``env.step``, ``env.step_and_maybe_reset`` (the step rollouts and collectors use),
 a TorchRL ``Collector`` and our :class:`~torchrl_warp.graphed_collector.GraphedCollector`
-(``graphed``: random actions drawn on the device, each batch one CUDA graph replay), for a
+(``graphed``: random actions drawn on the device, each batch one CUDA graph replay, copied out
+as the caller's own; ``graphed_in_place``: the same, each batch a view of the graph's memory,
+``copy_batches=False``, as the training recipe takes them), for a
 grid of ``num_envs`` and agent counts. One env-step is every agent of one env stepped once.
 
 Examples:
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ["make_env", "measure", "main"]
 
-MODES = ("step", "step_and_maybe_reset", "collector", "graphed")
+MODES = ("step", "step_and_maybe_reset", "collector", "graphed", "graphed_in_place")
 
 
 #: MPE scenario -> the scenario arguments ``--agents`` sets (``"a+b"``: one number each)
@@ -154,13 +156,13 @@ def measure(env, mode: str, steps: int = 100, repeats: int = 3, warmup: int = 5,
         seconds = _time(lambda i: next(it), 1, env.device, repeats) / steps
         collector.shutdown()
         return seconds
-    elif mode == "graphed":  # whole batches as CUDA graphs, actions sampled on the device inside them
+    elif mode in ("graphed", "graphed_in_place"):  # whole batches as CUDA graphs, actions drawn inside them
         from torchrl_warp.graphed_collector import GraphedCollector
 
         if not hasattr(env, "layout"):
-            raise ValueError("mode 'graphed' steps torchrl-warp envs only (a GraphedCollector)")
+            raise ValueError(f"mode {mode!r} steps torchrl-warp envs only (a GraphedCollector)")
         collector = GraphedCollector(env, None, frames_per_batch=env.num_envs * steps, total_frames=-1,
-                                     track_traj_ids=track_traj_ids)
+                                     track_traj_ids=track_traj_ids, copy_batches=mode == "graphed")
         collector.next(), collector.next()  # warm-up batches: eager, then captured
         return _time(lambda i: collector.next(), 1, env.device, repeats) / steps
     else:

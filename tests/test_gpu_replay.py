@@ -6,8 +6,6 @@ recipe trains each family through ``GraphedCollector`` with graphed updates, the
 """
 import json
 import math
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -110,25 +108,25 @@ SMALL = ["device=cuda", "env.num_envs=64", "env.steps_per_batch=10", "env.total_
          "eval_interval_frames=640", "algo.cudagraph_update=true"]
 
 
-@pytest.mark.parametrize("algo", ["masac", "qmix"])  # one of each family: each run is two processes
-def test_each_replay_family_trains_graphed_on_the_gpu_and_resumes(tmp_path, algo):
-    """The CLI on CUDA: collection through GraphedCollector (env.graphed_rollout, on by
+@pytest.mark.parametrize("algo", ["masac", "qmix"])  # one of each family
+def test_each_replay_family_trains_graphed_on_the_gpu_and_resumes(tmp_path, caplog, algo):
+    """The recipe on CUDA (in this process, as tests/test_off_policy.py runs it: no second
+    import of torch and Numba): collection through GraphedCollector (env.graphed_rollout, on by
     default), graphed gradient steps; then a resume from its checkpoint with the buffer."""
-    def run(out, *args):
-        cmd = [sys.executable, "-m", "torchrl_warp.recipes.train", f"hydra.run.dir={out}", f"env={ENV_OF[algo]}",
-               f"algo={algo}", "video=false", *SMALL, *args]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        return json.loads((out / "summary.json").read_text())
+    import logging
 
-    first = run(tmp_path / "a")
+    from test_off_policy import run
+
+    overrides = (f"env={ENV_OF[algo]}", f"algo={algo}", "video=false", *SMALL)
+    first = run(tmp_path / "a", *overrides)
     assert (first["frames"], first["gradient_steps"]) == (1280, 32) and first["device"] == "cuda"
     assert all(math.isfinite(v) for k, v in first["final"].items() if "loss" in k), first["final"]
     ckpt = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=True)
     assert ckpt["optimizer"]["param_groups"][0]["capturable"] and ckpt["family"]["gradient_steps"] == 32
-    resumed = run(tmp_path / "b", "env.total_frames=2560", f"resume={tmp_path / 'a' / 'checkpoint.pt'}")
+    with caplog.at_level(logging.INFO, logger="torchrl_warp.recipes.train"):
+        resumed = run(tmp_path / "b", *overrides, "env.total_frames=2560", f"resume={tmp_path / 'a' / 'checkpoint.pt'}")
     assert (resumed["frames"], resumed["gradient_steps"]) == (2560, 32)
-    assert "replay buffer: 1280 frames from" in (tmp_path / "b" / "train.log").read_text()
+    assert "replay buffer: 1280 frames from" in caplog.text
     evaluations = json.loads((tmp_path / "b" / "marl_eval.json").read_text())
     run_data = next(iter(next(iter(next(iter(evaluations.values())).values())).values()))["seed_0"]
     assert [run_data[f"step_{k}"]["step_count"] for k in range(4)] == [640, 1280, 1920, 2560]

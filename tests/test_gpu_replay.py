@@ -10,62 +10,23 @@ import math
 import pytest
 import torch
 
-from test_off_policy import agent_of
+from test_off_policy import ENV_OF, collected, sync_free_steps
 
 pytestmark = pytest.mark.gpu
 
-#: each algorithm on its smallest env
-ENV_OF = {"ddpg": "pendulum", "sac": "pendulum", "maddpg": "mpe", "masac": "mpe", "iddpg": "mpe", "isac": "mpe",
-          "dqn": "cartpole", "iql": "mpe", "vdn": "mpe", "qmix": "mpe"}
 CUDA = torch.device("cuda")
-
-
-def collected(algo, **algo_values):
-    """``(cfg, env, agents by group, policy, buffer)`` of ``algo`` on CUDA, the buffer holding a
-    10-step rollout of its collecting policy (prepared as the recipe stores it)."""
-    from torchrl_warp.recipes.common import with_group_done_flags
-    from torchrl_warp.recipes.replay import collection_policy, replay_buffer
-
-    cfg, env, agents = agent_of(algo, ENV_OF[algo], device="cuda", **algo_values)
-    groups = list(env.layout.groups) if env.layout.groups else [None]
-    by_group = {g: agents[g or "agent"] for g in groups}
-    policy = collection_policy(by_group)
-    with torch.no_grad():
-        batch = with_group_done_flags(env.rollout(10, policy, break_when_any_done=False), groups)
-    for agent in by_group.values():
-        agent.prepare(batch)
-    buffer = replay_buffer(100, 16, CUDA)
-    buffer.extend(batch.reshape(-1))
-    return cfg, env, agents, by_group, policy, buffer, batch
 
 
 @pytest.mark.parametrize("algo", list(ENV_OF))
 def test_a_gradient_step_a_sample_and_the_policy_never_wait_for_the_host(algo):
     """torch's sync debug mode raising, and forbid_host_syncs on the device: what a GPU run
     repeats per gradient step and per env step queues without a sync."""
-    from torchrl_warp.host_syncs import forbid_host_syncs
-    from torchrl_warp.recipes.replay import GradientStep, make_optimizer
+    assert sync_free_steps(algo, "cuda") == {torch.float32}
 
-    cfg, env, agents, by_group, policy, buffer, batch = collected(algo)
-    step = GradientStep(by_group, make_optimizer(cfg, agents, CUDA), cfg.algo, torch.autocast("cuda", enabled=False),
-                        False, CUDA)
-    step(buffer.sample())  # Adam's state made (its first step allocates)
-    td = env.reset()
-    previous = torch.cuda.get_sync_debug_mode()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        with forbid_host_syncs("cuda"):
-            for _ in range(2):
-                buffer.extend(batch.reshape(-1))
-                losses = step(buffer.sample())
-                for agent in by_group.values():
-                    agent.updater.step()
-                    agent.explore_at(10, 100)
-                with torch.no_grad():
-                    policy(td.clone())
-    finally:
-        torch.cuda.set_sync_debug_mode(previous)
-    assert all(torch.isfinite(v).item() for v in losses.values())
+
+@pytest.mark.parametrize("amp", [False, True], ids=["fp32", "amp"])
+def test_under_amp_the_gpu_step_runs_its_products_in_bfloat16(amp):
+    assert sync_free_steps("masac", "cuda", amp=amp) == ({torch.bfloat16} if amp else {torch.float32})
 
 
 @pytest.mark.parametrize("algo", ["ddpg", "sac", "maddpg", "masac", "dqn", "vdn", "qmix"])
@@ -78,7 +39,7 @@ def test_graphed_replay_gradient_steps_match_eager_ones(algo):
     runs = []
     for graphed in (False, True):
         torch.manual_seed(0)
-        cfg, env, agents, by_group, policy, buffer, batch = collected(algo, cudagraph_update=graphed)
+        cfg, env, agents, by_group, policy, buffer, batch = collected(algo, "cuda", cudagraph_update=graphed)
         if not runs:
             generator = torch.Generator(device=CUDA).manual_seed(0)
             flat = buffer[:len(buffer)]

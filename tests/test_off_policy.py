@@ -337,31 +337,46 @@ def test_the_replay_buffer_returns_what_was_written_on_the_envs_device():
         assert (rows == row).all(-1).all(-1).any()  # each sampled frame is one that was written
 
 
-@pytest.mark.parametrize("amp", [False, True], ids=["fp32", "amp"])
-@pytest.mark.parametrize("algo", ["ddpg", "sac", "maddpg", "masac"])
-def test_a_gradient_step_and_a_sample_ask_nothing_of_the_host(algo, amp):
-    """What a GPU run repeats every gradient step (the buffer's sample, the losses, backward,
-    clipping, Adam, the targets' update) and every env step (the collecting policy) has no host
-    sync and copies nothing from the host (``forbid_host_syncs``, standing in for a CUDA graph's
-    capture): on a GPU they queue without waiting. With ``algo.amp`` the losses' layers run in
-    bfloat16 (the recipe's autocast) and the step stays sync-free."""
-    from torchrl_warp.host_syncs import forbid_host_syncs
-    from torchrl_warp.recipes.replay import GradientStep, collection_policy, make_optimizer, replay_buffer
-    from torchrl_warp.recipes.common import with_group_done_flags
+#: each replay algorithm on its smallest env
+ENV_OF = {"ddpg": "pendulum", "sac": "pendulum", "maddpg": "mpe", "masac": "mpe", "iddpg": "mpe", "isac": "mpe",
+          "dqn": "cartpole", "iql": "mpe", "vdn": "mpe", "qmix": "mpe"}
 
-    cfg, env, agents = agent_of(algo, "pendulum" if algo in ("ddpg", "sac") else "mpe")
+
+def collected(algo, device="cpu", **algo_values):
+    """``(cfg, env, agents, agents by group, collecting policy, buffer, batch)`` of ``algo`` on
+    ``device``: the buffer holds a 10-step rollout of the policy, prepared as the recipe stores it
+    (shared with tests/test_value_decomposition.py and tests/test_gpu_replay.py)."""
+    from torchrl_warp.recipes.common import with_group_done_flags
+    from torchrl_warp.recipes.replay import collection_policy, replay_buffer
+
+    cfg, env, agents = agent_of(algo, ENV_OF[algo], device=device, **algo_values)
     groups = list(env.layout.groups) if env.layout.groups else [None]
     by_group = {g: agents[g or "agent"] for g in groups}
     policy = collection_policy(by_group)
     with torch.no_grad():
         batch = with_group_done_flags(env.rollout(10, policy, break_when_any_done=False), groups)
+    for agent in by_group.values():
+        agent.prepare(batch)
     buffer = replay_buffer(100, 16, env.device)
     buffer.extend(batch.reshape(-1))
-    optimizer = make_optimizer(cfg, agents, env.device)
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp)
-    step = GradientStep(by_group, optimizer, cfg.algo, autocast, False, env.device)
+    return cfg, env, agents, by_group, policy, buffer, batch
+
+
+def sync_free_steps(algo, device="cpu", amp=False) -> set:
+    """Two rounds of what a run repeats (extend and sample the buffer, a gradient step, the
+    targets' update and the exploration's schedule, the collecting policy on an env step) under
+    ``forbid_host_syncs(device)`` (on CUDA also torch's sync debug mode, raising); returns the
+    dtypes the gradient steps' matrix products ran in."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
+    from torchrl_warp.host_syncs import forbid_host_syncs
+    from torchrl_warp.recipes.replay import GradientStep, make_optimizer
+
+    cfg, env, agents, by_group, policy, buffer, batch = collected(algo, device)
+    kind = torch.device(device).type
+    step = GradientStep(by_group, make_optimizer(cfg, agents, env.device), cfg.algo,
+                        torch.autocast(kind, dtype=torch.bfloat16, enabled=amp), False, env.device)
+    step(buffer.sample())  # Adam's state made (its first step allocates)
     dtypes = set()
 
     class MatmulDtypes(TorchDispatchMode):  # the dtypes the step's matrix products ran in
@@ -372,17 +387,36 @@ def test_a_gradient_step_and_a_sample_ask_nothing_of_the_host(algo, amp):
             return out
 
     td = env.reset()
-    with forbid_host_syncs("cpu"):
-        for _ in range(2):
-            buffer.extend(batch.reshape(-1))
-            with MatmulDtypes():
-                losses = step(buffer.sample())
-            for agent in by_group.values():
-                agent.updater.step()
-            with torch.no_grad():
-                policy(td.clone())
-    assert all(torch.isfinite(v) for v in losses.values())
-    assert dtypes == ({torch.bfloat16} if amp else {torch.float32})
+    previous = torch.cuda.get_sync_debug_mode() if kind == "cuda" else None
+    if kind == "cuda":
+        torch.cuda.set_sync_debug_mode("error")
+    try:
+        with forbid_host_syncs(device):
+            for _ in range(2):
+                buffer.extend(batch.reshape(-1))
+                with MatmulDtypes():
+                    losses = step(buffer.sample())
+                for agent in by_group.values():
+                    agent.updater.step()
+                    agent.explore_at(10, 100)
+                with torch.no_grad():
+                    policy(td.clone())
+    finally:
+        if kind == "cuda":
+            torch.cuda.set_sync_debug_mode(previous)
+    assert all(torch.isfinite(v).item() for v in losses.values())
+    return dtypes
+
+
+@pytest.mark.parametrize("amp", [False, True], ids=["fp32", "amp"])
+@pytest.mark.parametrize("algo", ["ddpg", "sac", "maddpg", "masac"])
+def test_a_gradient_step_and_a_sample_ask_nothing_of_the_host(algo, amp):
+    """What a GPU run repeats every gradient step (the buffer's sample, the losses, backward,
+    clipping, Adam, the targets' update) and every env step (the collecting policy) has no host
+    sync and copies nothing from the host (``forbid_host_syncs``, standing in for a CUDA graph's
+    capture): on a GPU they queue without waiting. With ``algo.amp`` the losses' layers run in
+    bfloat16 (the recipe's autocast) and the step stays sync-free."""
+    assert sync_free_steps(algo, amp=amp) == ({torch.bfloat16} if amp else {torch.float32})
 
 
 def test_torchrls_gaussian_noise_would_ask_the_host_and_ours_does_not():

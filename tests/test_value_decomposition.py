@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from conftest import SIM
-from test_off_policy import (agent_of, one_thread, perturb_online, run, run_cli, targets_and_sources,  # noqa: F401
-                             trains_evaluates_checkpoints_and_resumes)
+from test_off_policy import (agent_of, one_thread, perturb_online, run, run_cli, sync_free_steps,  # noqa: F401
+                             targets_and_sources, trains_evaluates_checkpoints_and_resumes)
 from test_recipe_config import compose, no_work  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.skipif(SIM, reason="training runs on the CPU backend, not in the simulator")
@@ -151,33 +151,9 @@ def test_dqns_target_is_copied_every_hard_update_interval_steps():
 
 @pytest.mark.parametrize("algo", ["dqn", "iql", "vdn", "qmix"])
 def test_a_gradient_step_and_a_sample_ask_nothing_of_the_host(algo):
-    from torchrl_warp.host_syncs import forbid_host_syncs
-    from torchrl_warp.recipes.common import with_group_done_flags
-    from torchrl_warp.recipes.replay import GradientStep, collection_policy, make_optimizer, replay_buffer
-
-    cfg, env, agents = agent_of(algo, "cartpole" if algo == "dqn" else "mpe")
-    groups = list(env.layout.groups) if env.layout.groups else [None]
-    by_group = {g: agents[g or "agent"] for g in groups}
-    policy = collection_policy(by_group)
-    with torch.no_grad():
-        batch = with_group_done_flags(env.rollout(10, policy, break_when_any_done=False), groups)
-    for agent in by_group.values():
-        agent.prepare(batch)
-    buffer = replay_buffer(100, 16, env.device)
-    buffer.extend(batch.reshape(-1))
-    step = GradientStep(by_group, make_optimizer(cfg, agents, env.device), cfg.algo,
-                        torch.autocast("cpu", enabled=False), False, env.device)
-    td = env.reset()
-    with forbid_host_syncs("cpu"):
-        for _ in range(2):
-            buffer.extend(batch.reshape(-1))
-            losses = step(buffer.sample())
-            for agent in by_group.values():
-                agent.updater.step()
-                agent.explore_at(10, 100)
-            with torch.no_grad():
-                policy(td.clone())
-    assert all(torch.isfinite(v) for v in losses.values())
+    """As tests/test_off_policy.py's: a round of buffer, gradient step, targets, exploration
+    schedule and collecting policy has no host sync."""
+    assert sync_free_steps(algo) == {torch.float32}
 
 
 def test_the_q_networks_act_greedily_and_explore_within_the_actions():

@@ -739,7 +739,9 @@ class GradientStep:
     agent's ``loss_value``, summed: TorchRL's actor losses read the critics through detached
     parameters, so one backward gives each network its own loss's gradient), backward,
     gradients averaged over torchrun's ranks, clipped to ``algo.max_grad_norm``, one optimizer
-    step. Returns the losses' parts, detached, by name (``loss_objective/<group>``, ...).
+    step, then ``then()`` if given (the replay families' soft target updates: device work that
+    joins the step's graph). Returns the losses' parts, detached, by name
+    (``loss_objective/<group>``, ...).
 
     ``graphed`` (``algo.cudagraph_update``, CUDA): the step is captured once as a CUDA graph
     (tensordict's ``CudaGraphModule``, after two eager steps on a side stream) and replayed: the
@@ -750,8 +752,9 @@ class GradientStep:
     checks a captured NCCL all-reduce on one GPU; it has not been run on several).
     """
 
-    def __init__(self, trained: dict, optimizer, algo, amp, graphed: bool, device, ranks: Ranks = Ranks()):
-        self.trained, self.optimizer, self.ranks, self.amp = trained, optimizer, ranks, amp
+    def __init__(self, trained: dict, optimizer, algo, amp, graphed: bool, device, ranks: Ranks = Ranks(),
+                 then: Callable | None = None):
+        self.trained, self.optimizer, self.ranks, self.amp, self.then = trained, optimizer, ranks, amp, then
         self.params = [p for agent in trained.values() for p in agent.parameters() if p.requires_grad]
         self.max_grad_norm = algo.max_grad_norm
         self.graphed, self._device = graphed, torch.device(device)
@@ -779,4 +782,6 @@ class GradientStep:
         self.ranks.average_gradients_(self.params)  # torchrun: the mean of the ranks' gradients
         torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm)
         self.optimizer.step()
+        if self.then is not None:  # device work after the optimizer's step, in the same graph
+            self.then()
         return TensorDict(losses, batch_size=[])

@@ -11,14 +11,15 @@ them all the same way, with no branch on the algorithm::
     for batch in batches(...):                     # random actions first (init_random_frames)
         buffer.extend(batch.reshape(-1))           # a copy: the collector's batch can be reused
         for _ in range(due):                       # frames_per_batch / frames_per_gradient_step
-            losses = gradient_step(buffer.sample())  # the trained groups' losses summed, one Adam step
-            update the targets (SoftUpdate / HardUpdate)
+            losses = gradient_step(buffer.sample())  # the losses summed, one Adam step, SoftUpdate
+            after()                                # HardUpdate (its counter is the host's)
     return finish_run(run, ...)                    # checkpoint, evaluation, summary
 
 On CUDA the batches come from :class:`~torchrl_warp.graphed_collector.GraphedCollector` with
 ``copy_batches=False`` (the buffer copies each batch, so the collector's memory is reused), and
 with ``algo.cudagraph_update`` each gradient step is one CUDA graph replay (tensordict's
-``CudaGraphModule``, as on_policy.py's). Sampling, the step and the target updates ask nothing
+``CudaGraphModule``, as on_policy.py's; ``SoftUpdate``'s target update inside it:
+:func:`target_updates`). Sampling, the step and the target updates ask nothing
 of the host (tests/test_off_policy.py checks it with ``forbid_host_syncs``).
 
 Example:
@@ -31,6 +32,7 @@ Example:
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 from omegaconf import DictConfig
@@ -54,7 +56,7 @@ from torchrl_warp.recipes.config import ConfigError
 from torchrl_warp.recipes.distributed import Ranks
 from torchrl_warp.recipes.metrics import EpisodeTracker, make_logger
 
-__all__ = ["ReplayAgent", "network", "Observing", "target_updater", "annealed", "replay_buffer", "refill", "collection_policy",
+__all__ = ["ReplayAgent", "network", "Observing", "target_updater", "target_updates", "annealed", "replay_buffer", "refill", "collection_policy",
            "make_optimizer", "network_of", "trained_groups", "gradient_steps_due", "GradientStep", "make_collector",
            "batches", "train", "memory_parts", "memory_needed"]
 
@@ -267,6 +269,30 @@ def make_optimizer(cfg: DictConfig, agents, device, ranks: Ranks = Ranks()) -> t
     return torch.optim.Adam(groups, lr=lr, fused=True, capturable=graphed)
 
 
+def target_updates(agents: dict) -> tuple[Callable, Callable]:
+    """The ``agents``' target updates as ``(within, after)`` a gradient step: ``SoftUpdate``'s
+    lerp is device work on the same tensors every step, so it runs inside the step (and inside
+    its CUDA graph with ``algo.cudagraph_update``: no host work per step for it); ``HardUpdate``
+    counts its steps on the host (a Python branch a graph cannot hold), so it runs after.
+
+    >>> within, after = target_updates({})
+    >>> within(), after()
+    (None, None)
+    """
+    soft = [a.updater for a in agents.values() if isinstance(a.updater, SoftUpdate)]
+    hard = [a.updater for a in agents.values() if a.updater is not None and not isinstance(a.updater, SoftUpdate)]
+
+    def within() -> None:
+        for updater in soft:
+            updater.step()
+
+    def after() -> None:
+        for updater in hard:
+            updater.step()
+
+    return within, after
+
+
 def graphed_update(cfg: DictConfig, device, ranks: Ranks) -> bool:
     """Whether each gradient step is a CUDA graph: ``algo.cudagraph_update`` on CUDA, one rank."""
     return cfg.algo.cudagraph_update and torch.device(device).type == "cuda" and not ranks.distributed
@@ -378,7 +404,8 @@ def train(cfg: DictConfig, out_dir: str, build_agents) -> dict:
     run.started()
     amp = torch.autocast(device.type, dtype=torch.bfloat16, enabled=algo.amp, cache_enabled=not graphed)
     clock = Stopwatch(device)
-    gradient_step = GradientStep(trained, optimizer, algo, amp, graphed, device, ranks)
+    within, after = target_updates(trained)  # soft updates inside the (captured) step, hard ones after it
+    gradient_step = GradientStep(trained, optimizer, algo, amp, graphed, device, ranks, then=within)
     profiler = IterationProfiler(cfg.profile_iteration, run.iteration, device, out_dir)
     limit = TimeLimit(cfg.time_limit_s, ranks, device)
     losses = {}
@@ -405,8 +432,7 @@ def train(cfg: DictConfig, out_dir: str, build_agents) -> dict:
             steps_done = 0
             for steps_done in range(1, due + 1):
                 losses = gradient_step(buffer.sample())
-                for agent in trained.values():
-                    agent.updater.step()
+                after()
                 if limit.reached():  # every rank stops at the same step (each waits for all of them)
                     break
             steps_total += steps_done

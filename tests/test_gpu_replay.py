@@ -32,9 +32,9 @@ def test_under_amp_the_gpu_step_runs_its_products_in_bfloat16(amp):
 @pytest.mark.parametrize("algo", ["ddpg", "sac", "maddpg", "masac", "dqn", "vdn", "qmix"])
 def test_graphed_replay_gradient_steps_match_eager_ones(algo):
     """``algo.cudagraph_update``: the same 6 sampled minibatches, eager and through the
-    captured step (capturable Adam, its lr a tensor), with the targets updated after each:
-    the online and target networks end equal."""
-    from torchrl_warp.recipes.replay import GradientStep, make_optimizer
+    captured step (capturable Adam, its lr a tensor, SoftUpdate's target update captured with
+    it; DQN's HardUpdate after it): the online and target networks end equal."""
+    from torchrl_warp.recipes.replay import GradientStep, make_optimizer, target_updates
 
     runs = []
     for graphed in (False, True):
@@ -47,11 +47,12 @@ def test_graphed_replay_gradient_steps_match_eager_ones(algo):
                            for _ in range(6)]
         optimizer = make_optimizer(cfg, agents, CUDA)
         assert optimizer.param_groups[0]["capturable"] == graphed
-        step = GradientStep(by_group, optimizer, cfg.algo, torch.autocast("cuda", enabled=False), graphed, CUDA)
+        within, after = target_updates(by_group)  # as the recipe: SoftUpdate inside the captured step
+        step = GradientStep(by_group, optimizer, cfg.algo, torch.autocast("cuda", enabled=False), graphed, CUDA,
+                            then=within)
         for minibatch in minibatches:
             step(minibatch.clone())
-            for agent in by_group.values():
-                agent.updater.step()
+            after()
         assert hasattr(step._step, "graph") == graphed  # captured, then replayed
         runs.append(agents)
     eager, graphed_agents = runs

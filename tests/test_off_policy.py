@@ -609,3 +609,28 @@ def test_qmix_on_mpe_picks_discrete_actions_and_mappo_keeps_its_settings():
     assert (mappo.gamma, mappo.reward_scale, mappo.lr, list(mappo.hidden), mappo.minibatch_size) == \
         (0.9, 0.1, 1e-3, [64, 64], 12800)
     assert compose("env=mpe", "algo=maddpg").algo.gamma == 0.9 and compose("env=mpe", "algo=maddpg").algo.lr == 1e-3
+
+
+@pytest.mark.parametrize("interval", [0, 2], ids=["soft", "hard"])
+def test_soft_target_updates_are_part_of_the_gradient_step_and_hard_ones_follow_it(interval):
+    """recipes/replay.py's target_updates: SoftUpdate runs inside GradientStep (so a captured
+    step holds it), HardUpdate after it (its counter is a Python branch)."""
+    from torchrl_warp.recipes.replay import GradientStep, make_optimizer, target_updates
+
+    cfg, env, agents, by_group, policy, buffer, batch = collected("maddpg", hard_update_interval=interval)
+    within, after = target_updates(by_group)
+    step = GradientStep(by_group, make_optimizer(cfg, agents, env.device), cfg.algo,
+                        torch.autocast("cpu", enabled=False), False, env.device, then=within)
+    pairs = targets_and_sources(by_group["agents"].loss)
+    before = [t.clone() for t, _ in pairs]
+    step(buffer.sample())
+    moved = [not torch.equal(t, b) for (t, _), b in zip(pairs, before)]
+    assert all(moved) if interval == 0 else not any(moved)  # soft: within the step; hard: not yet
+    after()
+    after_step = [t.clone() for t, _ in pairs]
+    step(buffer.sample())
+    after()  # the second hard step copies
+    if interval:
+        assert all(torch.equal(t, s) for t, s in pairs)
+    else:
+        assert all(not torch.equal(t, a) for (t, _), a in zip(pairs, after_step))

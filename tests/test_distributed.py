@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from conftest import SIM
+from test_marl_eval import the_run
 from torchrl_warp.recipes.distributed import Ranks
 
 pytestmark = pytest.mark.skipif(SIM, reason="gloo ranks on the CPU backend, not in the simulator")
@@ -103,8 +104,7 @@ def test_two_ranks_train_a_replay_family_together_and_resume_with_its_buffer(tmp
     summary = torchrun(tmp_path / "a", "env.total_frames=160")
     assert summary["ranks"] == 2 and summary["ranks_agree"] is True
     assert (summary["frames"], summary["gradient_steps"]) == (160, 8)  # each rank: 80 frames, a step per 10
-    marl_eval = json.loads((tmp_path / "a" / "marl_eval.json").read_text())
-    steps = next(iter(next(iter(next(iter(marl_eval.values())).values())).values()))["seed_0"]
+    steps = the_run(tmp_path / "a" / "marl_eval.json", "torchrl_warp", env, algo)
     assert [steps[f"step_{k}"]["step_count"] for k in range(2)] == [80, 160]
     resumed = torchrun(tmp_path / "b", "env.total_frames=320", f"resume={tmp_path / 'a' / 'checkpoint.pt'}")
     assert resumed["ranks_agree"] is True and (resumed["frames"], resumed["gradient_steps"]) == (320, 8)

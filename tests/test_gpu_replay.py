@@ -4,12 +4,12 @@ target update and the collecting policy never wait for the host; a gradient step
 as a CUDA graph (``algo.cudagraph_update``) takes the steps the eager one takes; and the
 recipe trains each family through ``GraphedCollector`` with graphed updates, then resumes.
 """
-import json
 import math
 
 import pytest
 import torch
 
+from test_marl_eval import the_run
 from test_off_policy import ENV_OF, collected, sync_free_steps
 
 pytestmark = pytest.mark.gpu
@@ -89,6 +89,5 @@ def test_each_replay_family_trains_graphed_on_the_gpu_and_resumes(tmp_path, capl
         resumed = run(tmp_path / "b", *overrides, "env.total_frames=2560", f"resume={tmp_path / 'a' / 'checkpoint.pt'}")
     assert (resumed["frames"], resumed["gradient_steps"]) == (2560, 32)
     assert "replay buffer: 1280 frames from" in caplog.text
-    evaluations = json.loads((tmp_path / "b" / "marl_eval.json").read_text())
-    run_data = next(iter(next(iter(next(iter(evaluations.values())).values())).values()))["seed_0"]
+    run_data = the_run(tmp_path / "b" / "marl_eval.json", "vmas", "simple_spread", algo)
     assert [run_data[f"step_{k}"]["step_count"] for k in range(4)] == [640, 1280, 1920, 2560]

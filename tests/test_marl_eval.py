@@ -19,6 +19,8 @@ TINY_CARTPOLE = ("env=cartpole", "algo=ppo", "device=cpu", "env.num_envs=4", "en
 
 
 def the_run(path, environment, task, algorithm, seed=0) -> dict:
+    """The one run a ``marl_eval.json`` holds, checked to be filed under these names (shared with
+    tests/test_distributed.py and tests/test_gpu_replay.py)."""
     with open(path) as f:
         data = json.load(f)
     assert list(data) == [environment] and list(data[environment]) == [task], list(data)

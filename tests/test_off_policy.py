@@ -9,8 +9,6 @@ MPE env's kernels once per process), with one torch thread: on a busy 2-core mac
 second thread made each small op ~100x slower (a fused Adam step of a 64x64 MLP: 39 ms against
 0.12 ms).
 """
-import csv
-import glob
 import math
 import os
 
@@ -19,6 +17,7 @@ import torch
 
 from conftest import SIM
 from test_recipe_config import compose, no_work, run_cli  # noqa: F401  (a fixture)
+from test_recipe_mpe import scalars_of
 
 pytestmark = pytest.mark.skipif(SIM, reason="training runs on the CPU backend, not in the simulator")
 
@@ -39,15 +38,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-def scalars_of(run_dir) -> dict:
-    out = {}
-    for path in glob.glob(os.path.join(run_dir, "train", "scalars", "**", "*.csv"), recursive=True):
-        name = os.path.relpath(path, os.path.join(run_dir, "train", "scalars"))[:-4]
-        with open(path) as f:
-            out[name] = [float(row[1]) for row in csv.reader(f) if row]
-    return out
 
 
 def run(tmp_path, *overrides):
@@ -488,15 +478,22 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("overrides, message", BAD, ids=[" ".join(o) for o, _ in BAD])
-def test_a_bad_config_is_refused_before_any_work(tmp_path, no_work, overrides, message):  # noqa: F811
+def refused_before_any_work(run_dir, overrides, message) -> None:
+    """``train`` on ``overrides`` raises a ConfigError holding ``message`` and writes nothing
+    into ``run_dir`` (shared with tests/test_value_decomposition.py; with the ``no_work``
+    fixture no env may be built either)."""
     from torchrl_warp.recipes.config import ConfigError
     from torchrl_warp.recipes.train import train
 
     with pytest.raises(ConfigError) as raised:
-        train(compose("env.num_envs=4", "env.total_frames=64", *overrides), str(tmp_path))
+        train(compose("env.num_envs=4", "env.total_frames=64", *overrides), str(run_dir))
     assert message in str(raised.value)
-    assert os.listdir(tmp_path) == []
+    assert os.listdir(run_dir) == []
+
+
+@pytest.mark.parametrize("overrides, message", BAD, ids=[" ".join(o) for o, _ in BAD])
+def test_a_bad_config_is_refused_before_any_work(tmp_path, no_work, overrides, message):  # noqa: F811
+    refused_before_any_work(tmp_path, overrides, message)
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -7,15 +7,14 @@ work; DQN learns CartPole and QMIX simple_spread (one agent) in seconds.
 One torch thread, as tests/test_off_policy.py (whose helpers these tests share) explains.
 """
 import math
-import os
 
 import pytest
 import torch
 
 from conftest import SIM
-from test_off_policy import (agent_of, one_thread, perturb_online, run, run_cli, sync_free_steps,  # noqa: F401
-                             targets_and_sources, trains_evaluates_checkpoints_and_resumes)
-from test_recipe_config import compose, no_work  # noqa: F401  (fixtures)
+from test_off_policy import (agent_of, one_thread, perturb_online, refused_before_any_work, run, run_cli,  # noqa: F401
+                             sync_free_steps, targets_and_sources, trains_evaluates_checkpoints_and_resumes)
+from test_recipe_config import no_work  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.skipif(SIM, reason="training runs on the CPU backend, not in the simulator")
 
@@ -194,13 +193,7 @@ BAD = [
 
 @pytest.mark.parametrize("overrides, message", BAD, ids=[" ".join(o) for o, _ in BAD])
 def test_a_bad_config_is_refused_before_any_work(tmp_path, no_work, overrides, message):  # noqa: F811
-    from torchrl_warp.recipes.config import ConfigError
-    from torchrl_warp.recipes.train import train
-
-    with pytest.raises(ConfigError) as raised:
-        train(compose("env.num_envs=4", "env.total_frames=64", *overrides), str(tmp_path))
-    assert message in str(raised.value)
-    assert os.listdir(tmp_path) == []
+    refused_before_any_work(tmp_path, overrides, message)
 
 
 def test_on_the_command_line_qmix_on_continuous_actions_is_one_line_before_torch(tmp_path):

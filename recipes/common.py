@@ -604,8 +604,8 @@ class Run:
             self.add_evaluation(evaluation)
             log.info("evaluation at %d frames: %s", self.frames_done, ", ".join(
                 f"{k} {v:.4g}" for k, v in evaluation.items() if k.startswith(("eval_return/", "eval_gap_closed/"))))
-            for name, value in evaluation.items():
-                if logger is not None:
+            if logger is not None:
+                for name, value in evaluation.items():
                     logger.log_scalar(f"eval/{name}", value, step=self.frames_done)
         if self.ranks.distributed:
             self.ranks.any(False, self.device)  # every rank waits here for rank 0's evaluation

@@ -593,24 +593,6 @@ class WarpEnv(EnvBase):
         self._carry_other_entries(tensordict, root)
         return tensordict, root
 
-    def _step_then_reset_in_place(self, tensordict: TensorDict, before_reset) -> tuple[TensorDict, TensorDict]:
-        """:meth:`step_and_maybe_reset` for a GraphedCollector that copies its batches out: the
-        masked reset rewrites the step's own output buffer (no copy of it first), after
-        ``before_reset(tensordict)`` saved what it needs of the step's outputs (the rows of the
-        envs about to reset). The step's outputs in ``tensordict["next"]`` then hold the reset
-        values for those envs. ``tensordict`` must be one :meth:`step_and_maybe_reset` takes
-        without falling back to TorchRL's."""
-        if not self._plain_input(tensordict) or self._post_step_mdp_hooks is not None:
-            raise RuntimeError(f"{self._owner}: a reset in place needs a plain TensorDict input and no step_mdp "
-                               f"hooks")
-        self._set_next(tensordict, self._step(tensordict))
-        before_reset(tensordict)
-        self._outputs.write_again()
-        self._launch("reset_where_done")
-        root = self._outputs.hand_out(with_reward=False)
-        self._carry_other_entries(tensordict, root)
-        return tensordict, root
-
     def _carry_other_entries(self, source: TensorDict, target: TensorDict) -> None:
         """Copy into ``target`` what ``step_mdp`` keeps of ``source``: all but outputs, "next", resets.
 

@@ -60,7 +60,6 @@ from torchrl.data import Bounded
 from torchrl.collectors.utils import split_trajectories
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
-from torchrl_warp.batch_rows import batch_rows, save_ended_rows
 from torchrl_warp.capture import cuda_graph
 from torchrl_warp.checks import action_violation, check_flag
 from torchrl_warp.env import WarpEnv
@@ -87,9 +86,7 @@ class GraphedCollector:
         graphs: capture and replay batches as CUDA graphs; ``None``: on a CUDA env.
             ``False`` runs the same loop eagerly (the CPU and the simulator always do).
         copy_batches: each batch is the caller's own, a copy out of the graph's memory
-            (``Collector``'s contract; its env outputs are views of two new allocations per
-            batch, env-major, not contiguous: each agent's observation sits beside its
-            reward). ``False``: each batch views the graph's memory and
+            (``Collector``'s contract). ``False``: each batch views the graph's memory and
             is overwritten by the next batch (no copy: a batch less of memory and of
             traffic), for a loop that is done with a batch before it asks for the next,
             as a PPO update is. New entries set on a batch stay the caller's.
@@ -224,16 +221,12 @@ class GraphedCollector:
         the env's output buffers: transforms may drop every view of one)."""
         steps = []
         allocating = slabs.allocating() if slabs else self._kept_buffers(keep) if keep is not None else nullcontext()
-        in_place = isinstance(slabs, _StepSlots)  # the reset rewrites the step's outputs: ends saved first
         with set_exploration_type(self.exploration_type), allocating:
-            for t in range(self._steps):
+            for _ in range(self._steps):
                 out = self.policy(carrier)
                 if out is not carrier:
                     carrier.update(out)
-                if in_place:
-                    data, following = slabs.step(carrier, t, self._ended)
-                else:
-                    data, following = self._step_and_maybe_reset(carrier)
+                data, following = self._step_and_maybe_reset(carrier)
                 if self._checks is not None:
                     self._checks.note(data)
                 steps.append(data)
@@ -241,8 +234,7 @@ class GraphedCollector:
                     keep.append((data, following))
                 if self.track_traj_ids:
                     following.set("collector", data.get("collector").copy())
-                    following.set(("collector", "traj_ids"),
-                                  self._new_traj_ids(data, slabs.ended[t] if in_place else None))
+                    following.set(("collector", "traj_ids"), self._new_traj_ids(data))
                 carrier = following
         batch = slabs.stack(steps) if slabs else TensorDict.maybe_dense_stack(steps, dim=1)
         return batch.exclude(*[k for k in batch.keys(True) if _private(k)]), carrier
@@ -260,11 +252,10 @@ class GraphedCollector:
         with outputs.buffers_from(fresh):
             yield
 
-    def _new_traj_ids(self, data: TensorDictBase, ended: torch.Tensor | None = None) -> torch.Tensor:
+    def _new_traj_ids(self, data: TensorDictBase) -> torch.Tensor:
         """The trajectory ids after ``data``'s step: each env that ended one takes the next free
-        id, in env order (``Collector``'s ``masked_scatter`` of an ``arange``), on the device.
-        ``ended``: which envs ended it, if read before a reset rewrote ``data``'s done flags."""
-        ended = self._ended(data) if ended is None else ended
+        id, in env order (``Collector``'s ``masked_scatter`` of an ``arange``), on the device."""
+        ended = self._ended(data)
         order = ended.cumsum(0)
         ids = torch.where(ended, self._next_traj_id + order - 1, data.get(("collector", "traj_ids")))
         self._next_traj_id.add_(order[-1])
@@ -318,10 +309,9 @@ def _offsets(shape, stride, start: int) -> list[int]:
 class _RolloutGraph:
     """One batch of the collector's loop captured as a CUDA graph, from its current carrier.
 
-    The env writes the batch's outputs straight into time-major slabs, never stacked: for
-    batches of the caller's own one buffer per step, reset in place, copied out env-major
-    at :meth:`replay` (:class:`_StepSlots`); for batches in place two buffers per step, which
-    the batch views (:class:`_Slabs`). The graph is a
+    The env writes the batch's outputs straight into time-major slabs (:class:`_Slabs`), and
+    the batch's env outputs are views of them, so a replay copies each step's outputs once
+    (the caller's batch, at :meth:`replay`) instead of stacking them first. The graph is a
     cycle from a carrier whose env outputs are the slabs' first root slot: it begins by
     copying the last root slot (where the previous batch ended) into it, and ends by copying
     its last carrier's other entries (trajectory ids...) into the carrier's. Over a
@@ -343,11 +333,7 @@ class _RolloutGraph:
         outputs = env._outputs
         before = (outputs.buffer, outputs.generation, outputs._handed_out, collector._carrier)
         if collector.env is env:
-            # batches copied out: one buffer per step, reset in place; handed out in place: two
-            reset_in_place = (collector.copy_batches and env._post_step_mdp_hooks is None and not env.run_type_checks
-                              and "_compiled_step_and_maybe_reset" not in env.__dict__)
-            self._slabs = (_StepSlots(env, collector._steps) if reset_in_place else
-                           _Slabs(outputs, collector._steps))
+            self._slabs = _Slabs(outputs, collector._steps)
             self._start = self._slabs.start(env, collector._carrier)
             self._carried = self._slabs.carried
         else:  # transforms rewrite the env's outputs: the carrier is the graph's own copy, stacked steps
@@ -412,8 +398,6 @@ class _RolloutGraph:
         else:
             self._graph.replay()
             batch = self._batch
-        if isinstance(self._slabs, _StepSlots):
-            return self._slabs.copy_out(batch)
         return batch.clone() if self._collector.copy_batches else batch.copy()
 
 
@@ -508,111 +492,6 @@ class _Slabs:
                                         (first.stride(0), slot // first.element_size(), *first.stride()[1:]),
                                         first.storage_offset())
         return torch.stack(values, dim=1)
-
-
-class _StepSlots(_Slabs):
-    """Homes for a batch that is copied out (``copy_batches=True``): ``slots[t]`` holds the
-    outputs step ``t`` starts from, ``slots[t + 1]`` step ``t``'s outputs, where the masked reset
-    then writes in place (one output buffer per step, no copy of it before the reset). Before
-    that reset, the rows of the envs that ended are saved as the step left them
-    (``terminal[t]``; ``ended[t]`` says which), and :meth:`copy_out` writes the batch from
-    them, env-major, reading each slot once (:mod:`~torchrl_warp.batch_rows`).
-
-    Per step that is the step's write and, per batch, one read and two writes of each slot:
-    the handed-out slabs of :class:`_Slabs` take a copy before each reset and then a copy of
-    both slabs (seven buffer-sized passes per step instead of four).
-    """
-
-    def __init__(self, env: WarpEnv, steps: int):
-        outputs = env._outputs
-        nbytes = outputs.base.numel()
-        self._env, self._outputs, self._steps, self._backend = env, outputs, steps, env._backend
-        self.slots = torch.empty((steps + 1, nbytes), dtype=torch.uint8, device=outputs.device)
-        self.terminal = torch.empty((steps, nbytes), dtype=torch.uint8, device=outputs.device)
-        self.ended = torch.zeros((steps, env.num_envs), dtype=torch.bool, device=outputs.device)
-        self.root, self.next = self.slots, self.slots[1:]  # where _Slabs.stack finds the batch's views
-        self._taken = 0
-        self._views = None
-        if self._backend.name == "cuda":
-            self._compile_kernels()
-
-    def _compile_kernels(self) -> None:
-        """Launch both kernels once, on arrays of the layouts they will see (Numba compiles one
-        kernel per layout), writing nothing that is read: Numba must not compile inside a capture."""
-        outputs, steps = self._outputs, min(self._steps, 2)
-        for part, (_, width, dtype) in enumerate(outputs.parts):
-            save_ended_rows(outputs.rows(self.slots[1:2], part)[0], outputs.rows(self.terminal[:1], part)[0],
-                            self.ended[0], self._backend)  # no env ended: nothing written
-            scratch = torch.empty((2, outputs.num_envs, steps, width), dtype=torch.int32 if dtype == torch.float32
-                                  else dtype, device=outputs.device)
-            batch_rows(outputs.rows(self.slots[:steps + 1], part), outputs.rows(self.terminal[:steps], part),
-                       self.ended[:steps], scratch[0], scratch[1], self._backend)
-
-    def _slot(self, buffer: torch.Tensor) -> torch.Tensor:
-        k, self._taken = self._taken, self._taken + 1
-        if k >= self._steps:
-            raise RuntimeError(f"the env took more than one output buffer per step ({self._steps} steps)")
-        return self.slots[k + 1]
-
-    @contextmanager
-    def allocating(self):
-        self._taken = 0
-        with self._outputs.buffers_from(self._slot):
-            yield self
-        if self._taken != self._steps:
-            raise RuntimeError(f"the env took {self._taken} output buffers in {self._steps} steps, not one per step")
-
-    def step(self, carrier: TensorDictBase, t: int, ended_of) -> tuple[TensorDictBase, TensorDictBase]:
-        """Step ``t`` from ``carrier``: the env's step, the ends (``ended_of(data)``) and rows of
-        the envs that ended saved, then the masked reset in place."""
-        outputs = self._outputs
-
-        def save(data):
-            self.ended[t].copy_(ended_of(data))
-            for part in range(len(outputs.parts)):
-                save_ended_rows(outputs.rows(self.slots[t + 1: t + 2], part)[0],
-                                outputs.rows(self.terminal[t: t + 1], part)[0], self.ended[t], self._backend)
-
-        return self._env._step_then_reset_in_place(carrier, save)
-
-    def copy_out(self, batch: TensorDictBase) -> TensorDictBase:
-        """The caller's own batch: ``batch``'s env outputs (views of the slots) written env-major
-        into new memory, the ended envs' step outputs from ``terminal``; its other entries cloned."""
-        outputs = self._outputs
-        E, T = outputs.num_envs, self._steps
-        homes = []
-        for part, (_, width, dtype) in enumerate(outputs.parts):
-            home = torch.empty((2, E, T, width), dtype=dtype, device=outputs.device)  # [root, next]
-            rows = home.view(torch.int32) if dtype == torch.float32 else home
-            batch_rows(outputs.rows(self.slots, part), outputs.rows(self.terminal, part), self.ended, rows[0],
-                       rows[1], self._backend)
-            homes.append(home)
-        if self._views is None:
-            self._views = self._geometry(batch)
-        out = batch.exclude(*[key for key, *_ in self._views]).clone()
-        for key, half, part, offset, shape, stride in self._views:
-            out.set(key, homes[part][half].as_strided(shape, stride, homes[part][half].storage_offset() + offset))
-        return out
-
-    def _geometry(self, batch: TensorDictBase) -> list:
-        """For each of ``batch``'s entries that view the slots: (key, 0 for a start row or 1 for a
-        step's, its part, its offset in the part's row, its shape and strides in the batch's homes)."""
-        outputs, nbytes = self._outputs, self.slots.shape[1]
-        start, end = self.slots.data_ptr(), self.slots.data_ptr() + self.slots.numel()
-        views = []
-        for key, value in batch.items(True, True):
-            at = value.data_ptr()
-            if not start <= at < end:
-                continue
-            half, within = divmod(at - start, nbytes)
-            part = next(i for i in reversed(range(len(outputs.parts))) if within >= outputs.parts[i][0])
-            offset, width, dtype = outputs.parts[part]
-            size = value.element_size()
-            if value.dtype != dtype or value.stride(0) != width or half > 1:
-                raise RuntimeError(f"batch entry {key} is not a view of the slots' {dtype} rows")
-            views.append((key, half, part, (within - offset) // size, value.shape,
-                          (self._steps * width, width, *value.stride()[2:])))
-        return views
 
 
 class _ActionChecks:

@@ -71,8 +71,6 @@ class Outputs:
         # and only those are ever copied (the tail up to the alignment is never read)
         flags_offset = floats_bytes
         self.used = flags_offset + math.prod(flags_shape)
-        #: the buffer's two parts, each env-major rows: (byte offset, row width, dtype)
-        self.parts = ((0, N * (D + 1), torch.float32), (flags_offset, flags_shape[1], torch.bool))
         nbytes = -(-self.used // _ALIGN) * _ALIGN
         self.num_envs, self.device = num_envs, torch.device(device)
         #: the buffer the env was built with: kernels address the current one relative to it
@@ -124,15 +122,6 @@ class Outputs:
     def _parts(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self.buffer.view(torch.float32), self.buffer.view(torch.bool)
 
-    def rows(self, slab: torch.Tensor, part: int) -> torch.Tensor:
-        """Part ``part`` of :attr:`parts` of each buffer of ``slab`` (``[K, nbytes]`` bytes, one
-        buffer per row) as ``[K, num_envs, width]``: its floats as int32 (their bits), its flags as bool."""
-        start, width, dtype = self.parts[part]
-        size = self.num_envs * width * (4 if dtype == torch.float32 else 1)
-        rows = slab[:, start: start + size]
-        return (rows.view(torch.int32) if dtype == torch.float32 else rows.view(torch.bool)).unflatten(
-            1, (self.num_envs, width))
-
     def view(self, name: str) -> torch.Tensor:
         """The state field ``name`` (``"observation"``, ``"done"``...) in the current buffer."""
         part, shape, stride, offset = self._fields[name]
@@ -161,11 +150,6 @@ class Outputs:
         self.generation += 1
         self._handed_out = False
         return True
-
-    def write_again(self) -> None:
-        """The next launch writes the current buffer again, though it was handed out (its
-        taker, a GraphedCollector's slots, saved what it needs of it)."""
-        self._handed_out = False
 
     @contextmanager
     def buffers_from(self, fresh):

@@ -39,7 +39,7 @@ from torchrl_warp.rebase import rebase, rebase_in_python
 from torchrl_warp.simulator import simulator_enabled
 
 __all__ = ["Backend", "BoundsCheckedBackend", "BOUNDS_CHECKED", "CpuBackend", "CpuKernel", "CudaBackend",
-           "SimulatorBackend", "make_backend", "simulator_enabled"]
+           "KernelSequence", "SimulatorBackend", "make_backend", "simulator_enabled"]
 
 _COMPILED: dict = {}
 
@@ -61,11 +61,25 @@ class Backend:
         #: who the kernels are for, in the compile log line (an env's class name)
         self.label = label
 
+    #: whether :meth:`compile_step` may split a step into one kernel per phase (CUDA and its
+    #: simulator; a CPU loop has no barrier to save)
+    splits = False
+
     def compile(self, spec: KernelSpec):
         key = (self.name, spec)
         if key not in _COMPILED:
             _COMPILED[key] = self._compile(spec)
         return _COMPILED[key]
+
+    def compile_step(self, spec: KernelSpec, split: bool):
+        """``spec``'s kernel, or with ``split`` (where the backend :attr:`splits`) its
+        :meth:`~torchrl_warp.codegen.KernelSpec.parts` as one :class:`KernelSequence`, launched
+        as the whole step's kernel is, with the whole step's arguments."""
+        if not (split and self.splits):
+            return self.compile(spec)
+        parts = spec.parts()
+        return KernelSequence([self.compile(part) for part in parts],
+                              [tuple(spec.arguments.index(name) for name in part.arguments) for part in parts])
 
     def _exec(self, source: str, fn_name: str, spec: KernelSpec, namespace: dict):
         for i, phase in enumerate(spec.functions):
@@ -163,6 +177,24 @@ class CpuKernel:
         return (self.serial if threads.num_threads() == 1 else self.parallel).stats
 
 
+class KernelSequence:
+    """Kernels launched one after the other as one (``sequence[blocks, threads, stream](...)``,
+    a Numba kernel's launch), each with its own arguments out of the whole set (``picks``: their
+    indices after the four launch-layout ones). On one stream each kernel starts after the last
+    one ended: the launch boundary is a barrier across the whole grid."""
+
+    def __init__(self, kernels: list, picks: list[tuple[int, ...]]):
+        self.kernels, self.picks = kernels, picks
+
+    def __getitem__(self, config):
+        launches = [kernel[config] for kernel in self.kernels]
+
+        def launch(num_envs, num_agents, threads_per_env, envs_per_block, *args):
+            for run, pick in zip(launches, self.picks):
+                run(num_envs, num_agents, threads_per_env, envs_per_block, *[args[i] for i in pick])
+        return launch
+
+
 class _CudaLayout(Backend):
     """Launch layout shared by the GPU and its simulator.
 
@@ -176,6 +208,7 @@ class _CudaLayout(Backend):
 
     max_threads_per_env = 256
     min_block_threads = 128
+    splits = True
 
     def layout(self, num_envs: int, num_agents: int) -> tuple[int, int, int, int]:
         """``(threads_per_env, envs_per_block, blocks, threads_per_block)`` for a launch."""
@@ -379,6 +412,8 @@ class BoundsCheckedBackend:
 
     name = BOUNDS_CHECKED
     moves_outputs = False
+    splits = False
+    compile_step = Backend.compile_step
 
     def __init__(self, device, owner: str, fields=()):
         self.device = device

@@ -87,6 +87,9 @@ class KernelSpec:
     outputs: tuple = ()
     #: the CUDA kernel's cap on registers per thread (``Layout.max_registers``); None: none
     max_registers: int | None = None
+    #: the drivers keep the per-env counters (a step's ``step_count`` increment, a reset's
+    #: counters and flags); False for the later kernels of a step split by :meth:`parts`
+    counters: bool = True
 
     def __post_init__(self):
         if self.kind not in ("step", "reset"):
@@ -141,7 +144,29 @@ class KernelSpec:
             return f"{self.mask}[env] or (reset_where_done and done[env])"
         return f"{self.mask}[env]"
 
+    def parts(self) -> tuple["KernelSpec", ...]:
+        """The step as one kernel per phase, launched one after the other (the launch boundary
+        is the barrier): the first keeps the counters; each part asks only for what its own
+        phase does, and has no register cap (its own live values are few, where the whole
+        step's kernel holds every array's address and strides at once).
+
+        >>> import numba
+        >>> @numba.njit
+        ... def move(env, agent, pos):
+        ...     pos[env, agent] += 1.0
+        >>> first, second = KernelSpec("step", (move, move), max_registers=64).parts()
+        >>> first.counters, second.counters, second.max_registers, second.arguments[-1]
+        (True, False, None, 'pos')
+        """
+        if self.kind != "step":
+            raise ValueError("only a step kernel is split into parts (a reset's later parts would find the done "
+                             "flags it selects by already cleared)")
+        return tuple(KernelSpec("step", (phase,), self.outputs, None, counters=i == 0)
+                     for i, phase in enumerate(self.phases))
+
     def _counter_update(self) -> list[str]:
+        if not self.counters:
+            return []
         if self.kind == "step":
             return ["step_count[env] += 1"]
         return [
@@ -178,8 +203,9 @@ class KernelSpec:
         lines.append(f"        live = {self._selected()}")
         if self.kind == "reset":  # every lane reads its env's done flag before lane 0 clears it
             lines.append("    cuda.syncthreads()")
-        lines.append("    if live and lane == 0:")
-        lines += [f"        {stmt}" for stmt in self._counter_update()]
+        if self.counters:
+            lines.append("    if live and lane == 0:")
+            lines += [f"        {stmt}" for stmt in self._counter_update()]
         for group in self._calls():
             lines += [
                 "    cuda.syncthreads()",
@@ -198,7 +224,7 @@ class KernelSpec:
         lines = [f"def warp_{self.kind}_cpu({args}):", "    for env in prange(num_envs):",
                  f"        if {self._selected()}:"]
         indent = "            "
-        lines += [indent + stmt for stmt in self._counter_update()]
+        lines += [indent + stmt for stmt in self._counter_update()] or [indent + "pass"]
         for group in self._calls():
             lines += [indent + "for agent in range(num_agents):"] + [indent + "    " + call for call in group]
         return "\n".join(lines) + "\n"

@@ -55,6 +55,9 @@ class WarpEnv(EnvBase):
         seed: the RNG seed, an int in ``[0, 2**64 - 1]``; ``None`` draws one from
             torch's global generator.
         reset_pool: start states that resetting envs draw from (see :meth:`set_reset_pool`).
+        split_step: on CUDA (and in the simulator), step with one kernel per phase instead
+            of one for the whole step (``None``: the env's choice, ``Layout.split_step``);
+            the same results either way. The CPU backends run one loop.
         **params: the environment's parameters (see its ``parameters``); unknown
             names and wrong types raise ``TypeError``, values outside their range ``ValueError``.
 
@@ -90,6 +93,7 @@ class WarpEnv(EnvBase):
         cuda_graphs: bool = True,
         seed: int | None = None,
         reset_pool=None,
+        split_step: bool | None = None,
         **params,
     ):
         name = self._owner
@@ -98,6 +102,8 @@ class WarpEnv(EnvBase):
         num_envs = int(num_envs)
         check_flag(name, "check_actions", check_actions)
         check_flag(name, "cuda_graphs", cuda_graphs)
+        if split_step is not None:
+            check_flag(name, "split_step", split_step)
         seed = check_seed(name, seed)
         values = check_params(name, self.parameters, params)
         self.params = SimpleNamespace(**values)
@@ -161,7 +167,10 @@ class WarpEnv(EnvBase):
             {k: self._backend.view(v) for k, v in self._constants.items() if isinstance(v, torch.Tensor)}
         )
         self._view_pool()
-        self._compiled = {kind: self._backend.compile(spec) for kind, spec in self._kernels.items()}
+        #: the step runs as one kernel per phase (Layout.split_step; on CUDA and in the simulator)
+        self.split_step = bool(self.layout.split_step if split_step is None else split_step) and self._backend.splits
+        self._compiled = {"reset": self._backend.compile(self._kernels["reset"]),
+                          "step": self._backend.compile_step(self._kernels["step"], self.split_step)}
         self._set_seed(seed)  # None: drawn there
         self._needs_reset = True  # until the first reset of every env
         self._closed = False      # set by close(), cleared by the reset that reopens the env

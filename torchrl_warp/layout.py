@@ -130,6 +130,13 @@ class Layout:
             mean fewer (a block of 256 threads at 112 registers: 2 per SM where 3 fit at
             80), which some kernels run faster with (Tag's grid at 1000 agents per env,
             docs/benchmarks.md). The CPU and the simulator ignore it.
+        split_step: on CUDA (and in the simulator), run the step as one kernel per phase, one
+            after the other, instead of one kernel with a barrier between phases. A kernel
+            holds every array it is given (address and strides) for its whole run: a step of
+            many phases over many fields then needs more registers than fit (MPE's 10
+            substeps: 166 per thread, where its contact phase alone takes 31), and a split
+            step gives each phase its own. Each part costs a launch (a few microseconds in a
+            graph) and reads its inputs from memory. ``WarpEnv(split_step=...)`` overrides it.
     """
 
     groups: dict[str, int] | None
@@ -145,6 +152,7 @@ class Layout:
     group_specs: dict = field(default_factory=dict)
     truncation: bool = True
     observe: tuple = ()
+    split_step: bool = False
 
     def __post_init__(self):
         unknown = set(self.group_specs) - set(self.groups or ())

@@ -1,0 +1,71 @@
+"""A step split into one kernel per phase (``split_step``) steps as the whole step's kernel does.
+
+In the simulator both run the CUDA drivers; on the CPU a step is one loop whatever is asked
+(nothing to split), and the parts are checked as specs and as PTX.
+"""
+import pytest
+import torch
+
+from test_atomics import compile_ptx, needs_nvvm
+from torchrl_warp.backends import KernelSequence
+from torchrl_warp.codegen import KernelSpec
+from torchrl_warp.envs import MPEEnv, TagEnv
+
+CASES = {
+    "simple_tag": lambda **kw: MPEEnv("simple_tag", num_envs=3, max_steps=4, respawn_at_catch=True, **kw),
+    "simple_spread_discrete": lambda **kw: MPEEnv("simple_spread", num_envs=3, max_steps=4,
+                                                  continuous_actions=False, **kw),
+    "tag": lambda **kw: TagEnv(num_envs=3, num_taggers=2, num_runners=5, num_other_agents_observed=2,
+                               episode_length=5, **kw),
+}
+
+
+def _rollout(env, steps=7):
+    torch.manual_seed(3)
+    td = env.reset()
+    out = []
+    for _ in range(steps):
+        data, td = env.step_and_maybe_reset(env.rand_action(td))
+        out.append(data.clone())
+    return torch.stack(out, 1), env.state.clone()
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_split_step_steps_as_the_whole_kernel(name):
+    fused, split = CASES[name](seed=11, split_step=False), CASES[name](seed=11, split_step=True)
+    splits = fused._backend.splits
+    assert split.split_step == splits and not fused.split_step
+    assert isinstance(split._compiled["step"], KernelSequence) == splits
+    (a, state_a), (b, state_b) = _rollout(fused), _rollout(split)
+    assert a["next", "done"].any()  # episodes ended (and envs reset) inside the rollout
+    for key in a.keys(True, True):
+        assert torch.equal(a[key], b[key]), key
+    for key in state_a.keys(True, True):
+        assert torch.equal(state_a[key], state_b[key]), key
+
+
+def test_the_parts_are_one_kernel_per_phase_and_only_the_first_keeps_the_counters():
+    env = CASES["simple_tag"]()
+    spec = env._kernels["step"]
+    parts = spec.parts()
+    assert len(parts) == len(spec.phases)
+    assert [p.counters for p in parts] == [True] + [False] * (len(parts) - 1)
+    assert "step_count[env] += 1" in parts[0].cuda_source()
+    assert all("step_count[env] += 1" not in p.cuda_source() for p in parts[1:])
+    assert all(set(p.arguments) <= set(spec.arguments) for p in parts)
+    assert "observation" not in parts[1].arguments  # the contact phase asks for what it uses
+    with pytest.raises(ValueError, match="only a step kernel"):
+        env._kernels["reset"].parts()
+    with pytest.raises(TypeError, match="split_step"):
+        CASES["tag"](split_step="yes")
+
+
+@needs_nvvm
+def test_each_part_compiles_to_ptx(monkeypatch):
+    env = CASES["simple_tag"]()
+    spec, args = env._kernels["step"], dict(zip(env._kernels["step"].arguments, env._args["step"]))
+    for part in spec.parts():
+        ptx = compile_ptx(part, tuple(args[n] for n in part.arguments), monkeypatch)
+        assert "warp_step_cuda" in ptx
+    assert isinstance(spec.parts()[0], KernelSpec)

@@ -246,6 +246,9 @@ def main(argv=None) -> list[dict]:
                         help="tag_gridworld: use_full_observation=False (own cell and one other's)")
     parser.add_argument("--split-step", choices=("default", "fused", "split"), nargs="+", default=["default"],
                         help="the step as one kernel (fused) or one kernel per phase (split); default: the env's")
+    parser.add_argument("--observation-layout", choices=("rows", "features"), nargs="+", default=["rows"],
+                        help="observations stored as each agent's row, or feature by feature "
+                             "(feature_major_observations)")
     parser.add_argument("--vmas", action="store_true", help="MPE: also step VMAS itself (TorchRL's VmasEnv)")
     parser.add_argument("--vmas-steps", type=int, default=10, help="steps per repeat for VMAS (it is slow)")
     parser.add_argument("--json", help="write the results here")
@@ -262,7 +265,7 @@ def main(argv=None) -> list[dict]:
         return _print_phases(args)
 
     results = []
-    print(f"{'env':20} {'device':7} {'agents':>9} {'k':>3} {'search':>6} {'num_envs':>9} {'mode':22} "
+    print(f"{'env':26} {'device':7} {'agents':>9} {'k':>3} {'search':>6} {'num_envs':>9} {'mode':22} "
           f"{'env-steps/s':>13} {'agent-steps/s':>14} {'ms/step':>9}{'  vs VMAS' if args.vmas else ''}")
     for env, agents, k, search, n in _configurations(args):
         num_agents = env.num_agents
@@ -295,15 +298,17 @@ def _row(args, impl, env, agents, k, search, n, mode, sec, num_agents, speedup=N
     """One result, printed as it comes."""
     row = dict(env=args.env, impl=impl, device=str(env.device), backend=getattr(env, "backend", "vmas"),
                split_step=getattr(env, "split_step", None),
+               feature_major=getattr(env, "feature_major_observations", None),
                agents=num_agents, agents_arg=agents, cuda_graphs=not args.no_cuda_graphs, egocentric=args.egocentric,
                search=search, k=k, num_envs=n, mode=mode, seconds_per_step=sec,
                env_steps_per_s=n / sec, agent_steps_per_s=n * num_agents / sec)
-    name = (args.env + ("/split" if row["split_step"] else "")) if impl == "ours" else f"vmas:{args.env}"
+    name = (args.env + ("/split" if row["split_step"] else "") + ("/features" if row["feature_major"] else "")
+            if impl == "ours" else f"vmas:{args.env}")
     extra = ""
     if speedup is not None:
         row["ours_vs_vmas"] = speedup
         extra = f"  x{speedup:,.1f}"
-    print(f"{name[:20]:20} {row['device']:7} {agents:>9} {str(k or '-'):>3} {search:>6} {n:>9} {mode:22} "
+    print(f"{name[:26]:26} {row['device']:7} {agents:>9} {str(k or '-'):>3} {search:>6} {n:>9} {mode:22} "
           f"{row['env_steps_per_s']:>13,.0f} {row['agent_steps_per_s']:>14,.0f} {1e3 * sec:>9.3f}{extra}", flush=True)
     return row
 
@@ -313,10 +318,10 @@ def _configurations(args):
     for (``search``: the one the env runs, ``"-"`` for CartPole), one env alive at a time."""
     tag = args.env == "tag"
     mpe = args.env in SCENARIO_NAMES or args.env == "tag_gridworld"  # agent counts, no k
-    for agents, k, search, split, n in itertools.product(args.agents if tag or mpe else ["1"],
-                                                         args.k if tag else [None], args.search if tag else [None],
-                                                         args.split_step, args.num_envs):
-        options = dict(cuda_graphs=not args.no_cuda_graphs)
+    for agents, k, search, split, obs, n in itertools.product(
+            args.agents if tag or mpe else ["1"], args.k if tag else [None], args.search if tag else [None],
+            args.split_step, args.observation_layout, args.num_envs):
+        options = dict(cuda_graphs=not args.no_cuda_graphs, feature_major_observations=obs == "features")
         if split != "default":
             options["split_step"] = split == "split"
         if args.egocentric:

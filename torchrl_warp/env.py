@@ -58,6 +58,11 @@ class WarpEnv(EnvBase):
         split_step: on CUDA (and in the simulator), step with one kernel per phase instead
             of one for the whole step (``None``: the env's choice, ``Layout.split_step``);
             the same results either way. The CPU backends run one loop.
+        feature_major_observations: store each env's observations feature by feature (every
+            agent's feature ``k`` side by side), so that the kernels' stores of one feature by
+            consecutive agents are consecutive in memory; the observations are handed out as
+            the same ``[..., n, D]`` tensors, viewed with strides ``(1, n)`` over the last two
+            dims (not contiguous). The values are the same either way.
         **params: the environment's parameters (see its ``parameters``); unknown
             names and wrong types raise ``TypeError``, values outside their range ``ValueError``.
 
@@ -94,6 +99,7 @@ class WarpEnv(EnvBase):
         seed: int | None = None,
         reset_pool=None,
         split_step: bool | None = None,
+        feature_major_observations: bool = False,
         **params,
     ):
         name = self._owner
@@ -104,6 +110,7 @@ class WarpEnv(EnvBase):
         check_flag(name, "cuda_graphs", cuda_graphs)
         if split_step is not None:
             check_flag(name, "split_step", split_step)
+        check_flag(name, "feature_major_observations", feature_major_observations)
         seed = check_seed(name, seed)
         values = check_params(name, self.parameters, params)
         self.params = SimpleNamespace(**values)
@@ -129,7 +136,8 @@ class WarpEnv(EnvBase):
 
         self._backend = make_backend(backend, device, cuda_graphs, label=name, fields=fields)
         self.backend = self._backend.name
-        self._outputs = Outputs(self.layout, num_envs, device)
+        self._outputs = Outputs(self.layout, num_envs, device, feature_major=feature_major_observations)
+        self.feature_major_observations = feature_major_observations
         outputs_now = self._outputs.fields
         self._state = TensorDict(
             {

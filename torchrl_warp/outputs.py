@@ -55,12 +55,16 @@ class Outputs:
         layout: the environment's declaration (groups, observation shape, agent_done).
         num_envs: the batch size.
         device: where the buffers live.
+        feature_major: per env, each feature of every agent side by side (``[D, N]``, the
+            observations handed out as ``[N, D]`` views with strides ``(1, N)``), so that the
+            lanes of a warp, one agent each, store one feature to consecutive addresses; else
+            each agent's row of ``D`` features (``[N, D + 1]`` with its reward).
     """
 
     #: how :meth:`prepare` allocates a buffer it need not copy into (tests fill it with garbage)
     fresh = staticmethod(torch.empty_like)
 
-    def __init__(self, layout: Layout, num_envs: int, device):
+    def __init__(self, layout: Layout, num_envs: int, device, feature_major: bool = False):
         E, N = num_envs, layout.num_agents
         obs_shape = layout.field_shape("observation")
         D = math.prod(obs_shape)
@@ -84,9 +88,15 @@ class Outputs:
         # or as bool (part 1): a view of any buffer of this layout is one as_strided
         floats = self.base.view(torch.float32)[: math.prod(floats_shape)].view(floats_shape)
         flags = self.base.view(torch.bool)[flags_offset: flags_offset + math.prod(flags_shape)].view(flags_shape)
+        if feature_major:  # per env the observations as [D, N] (feature k of every agent side by side), then rewards
+            rows = floats.view(E, N * (D + 1))
+            observations = rows.as_strided((E, N, D), (N * (D + 1), 1, N), rows.storage_offset())
+            reward = rows[:, N * D:]
+        else:
+            observations, reward = floats[:, :, :D], floats[:, :, D]
         fields = {
-            "observation": floats[:, :, :D].unflatten(-1, obs_shape) if obs_shape else floats[:, :, 0],
-            "reward": floats[:, :, D],
+            "observation": observations.unflatten(-1, obs_shape) if obs_shape else observations[:, :, 0],
+            "reward": reward,
         }
         for i, k in enumerate(DONE_KEYS):
             fields[k] = flags[:, i]

@@ -3,6 +3,7 @@ as each agent's row, handed out as strided views, through steps, resets and Grap
 import pytest
 import torch
 
+from test_split_step import rollout
 from torchrl_warp.envs import CartPoleEnv, MPEEnv, TagEnv, TagGridWorldEnv
 from torchrl_warp.graphed_collector import GraphedCollector
 
@@ -16,23 +17,16 @@ CASES = {
 }
 
 
-def _rollout(env, steps=6):
-    torch.manual_seed(3)
-    td, out = env.reset(), []
-    for _ in range(steps):
-        data, td = env.step_and_maybe_reset(env.rand_action(td))
-        out.append(data.clone())
-    return torch.stack(out, 1)
-
-
 @pytest.mark.sim
 @pytest.mark.parametrize("name", list(CASES))
 def test_feature_major_observations_are_the_same_values(name):
     rows, features = CASES[name](seed=2), CASES[name](seed=2, feature_major_observations=True)
-    a, b = _rollout(rows), _rollout(features)
+    (a, state_a), (b, state_b) = rollout(rows), rollout(features)
     assert a["next", "done"].any()  # resets inside the rollout
     for key in a.keys(True, True):
         assert torch.equal(a[key], b[key]), key
+    for key in state_a.keys(True, True):  # the observation field too, whatever its strides
+        assert torch.equal(state_a[key], state_b[key]), key
     for key, handed in features.reset().items(True, True):
         if key[-1] == "observation" and handed.dim() == 3 and handed.shape[1] > 1:  # [E, n, D]
             assert handed.stride(1) == 1 and not handed.is_contiguous(), key  # a feature of the agents side by side

@@ -20,7 +20,9 @@ CASES = {
 }
 
 
-def _rollout(env, steps=7):
+def rollout(env, steps=7):
+    """``steps`` of ``step_and_maybe_reset`` with random actions (seeded alike for every env):
+    the stacked steps, and the env's state after them."""
     torch.manual_seed(3)
     td = env.reset()
     out = []
@@ -37,7 +39,7 @@ def test_a_split_step_steps_as_the_whole_kernel(name):
     splits = fused._backend.splits
     assert split.split_step == splits and not fused.split_step
     assert isinstance(split._compiled["step"], KernelSequence) == splits
-    (a, state_a), (b, state_b) = _rollout(fused), _rollout(split)
+    (a, state_a), (b, state_b) = rollout(fused), rollout(split)
     assert a["next", "done"].any()  # episodes ended (and envs reset) inside the rollout
     for key in a.keys(True, True):
         assert torch.equal(a[key], b[key]), key

@@ -224,7 +224,7 @@ class KernelSpec:
         lines = [f"def warp_{self.kind}_cpu({args}):", "    for env in prange(num_envs):",
                  f"        if {self._selected()}:"]
         indent = "            "
-        lines += [indent + stmt for stmt in self._counter_update()] or [indent + "pass"]
+        lines += [indent + stmt for stmt in self._counter_update()]
         for group in self._calls():
             lines += [indent + "for agent in range(num_agents):"] + [indent + "    " + call for call in group]
         return "\n".join(lines) + "\n"

@@ -133,8 +133,8 @@ class Layout:
         split_step: on CUDA (and in the simulator), run the step as one kernel per phase, one
             after the other, instead of one kernel with a barrier between phases. A kernel
             holds every array it is given (address and strides) for its whole run: a step of
-            many phases over many fields then needs more registers than fit (MPE's 10
-            substeps: 166 per thread, where its contact phase alone takes 31), and a split
+            many phases over many fields then needs more registers than fit (simple_tag's,
+            10 substeps: 166 per thread, where its contact phase alone takes 31), and a split
             step gives each phase its own. Each part costs a launch (a few microseconds in a
             graph) and reads its inputs from memory. ``WarpEnv(split_step=...)`` overrides it.
     """

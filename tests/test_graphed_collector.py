@@ -438,15 +438,24 @@ def test_a_capture_is_not_invalidated_by_the_garbage_collector():
                 [[]]  # allocations: the collector would run at each
         return td.set("action", torch.zeros(env.num_envs, dtype=torch.int64, device="cuda"))
 
+    collections = []  # per collection of the cyclic collector: whether a capture was on
+
+    def note(phase, info):
+        if phase == "start":
+            collections.append(torch.cuda.is_current_stream_capturing())
+
     threshold = gc.get_threshold()
     gc.set_threshold(1)
+    gc.callbacks.append(note)
     try:
         collector = GraphedCollector(env, policy, frames_per_batch=env.num_envs * 3, total_frames=-1)
         collector.next(), collector.next()  # eager, then captured
     finally:
+        gc.callbacks.remove(note)
         gc.set_threshold(*threshold)
     assert collector._graph is not None and collector._graph._graph is not None
-    assert freed and freed[0]() is not None  # held until the capture ended
+    # the collector ran, but never inside the capture (after it, it may free the cycle at once)
+    assert freed and collections and not any(collections), collections
     gc.collect()
     assert freed[0]() is None
     collector.next()

@@ -51,6 +51,30 @@ def test_inside_it_code_sees_a_capture_and_after_it_not():
     assert not continuous.safe_is_current_stream_capturing()
 
 
+def test_an_optimizer_that_is_not_capturable_steps_inside_it(monkeypatch):
+    """torch's optimizers refuse to step under a capture unless built ``capturable``; the
+    context says a capture is on, but a fused Adam's eager step waits for nothing, so it steps
+    (on a GPU the refusal failed every replay family's check). Here torch is told that a CUDA
+    capture is on, as on a GPU under a capture, for the optimizer's check to ask."""
+    class Capturing:
+        def is_capturing(self):
+            return True
+
+    weight = torch.nn.Parameter(torch.ones(3))
+    optimizer = torch.optim.Adam([weight], lr=0.1, fused=True)
+    (weight * 2).sum().backward()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # torch < 2.12 asks these two
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    if hasattr(torch, "accelerator"):  # torch >= 2.12 asks these
+        monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda check_available=False: torch.device("cuda"))
+        monkeypatch.setattr(torch.accelerator, "current_stream", lambda device=None: Capturing())
+    with pytest.raises(RuntimeError, match="capturable is False"):  # what a capture gets
+        optimizer.step()
+    with forbid_host_syncs():
+        optimizer.step()
+    assert weight.detach().lt(1).all()
+
+
 #: copies of host memory to the device, as a CPU run (standing in for a GPU) sees them
 COPIES = {
     "torch.tensor": lambda: torch.tensor(0.0, dtype=x.dtype, device=x.device),  # tensordict's where(pad=0)

@@ -129,16 +129,26 @@ def _capturing() -> bool:
     return True
 
 
+def _no_health_check(self) -> None:
+    return None
+
+
 def _pretend_capturing() -> list:
-    """Make the capture queries answer True; -> (owner, name, original) to restore."""
+    """Make the capture queries answer True; -> (owner, name, original) to restore. torch's
+    optimizers ask too, and refuse to step under a capture unless built ``capturable``: that
+    check is skipped (whether a step waits for the host is what is looked for here; a fused
+    Adam, capturable or not, does not)."""
     patched = [(torch.cuda, "is_current_stream_capturing", torch.cuda.is_current_stream_capturing)]
+    patched += [(torch.optim.Optimizer, name, getattr(torch.optim.Optimizer, name))
+                for name in ("_accelerator_graph_capture_health_check", "_cuda_graph_capture_health_check")
+                if hasattr(torch.optim.Optimizer, name)]
     torchrl_utils = sys.modules.get("torchrl._utils")
     proxy = getattr(torchrl_utils, "safe_is_current_stream_capturing", None)
     if proxy is not None:
         patched += [(m, "safe_is_current_stream_capturing", proxy) for m in list(sys.modules.values())
                     if getattr(m, "safe_is_current_stream_capturing", None) is proxy]
     for owner, name, _ in patched:
-        setattr(owner, name, _capturing)
+        setattr(owner, name, _no_health_check if owner is torch.optim.Optimizer else _capturing)
     return patched
 
 

@@ -273,20 +273,17 @@ def test_graphed_gradient_steps_match_eager_ones(algo, amp):
       "algo.hidden=[32,32]"], 4, 3e-4),
 ], ids=["cartpole", "tag"])
 def test_recipe_resumes_an_eager_run_with_graphed_updates(tmp_path, env_args, epochs, lr):
-    """``algo.cudagraph_update=true`` through the CLI: a run of eager steps, then two batches
-    more, graphed, from its checkpoint. Batches are not a multiple of the minibatch (the
-    remainder is left out: a graph takes one shape); Adam's step counts go on; the lr is
-    the annealed one (a tensor filled in place)."""
-    import json
-    import subprocess
-    import sys
+    """``algo.cudagraph_update=true`` in the recipe's config: a run of eager steps, then two
+    batches more, graphed, from its checkpoint. Batches are not a multiple of the minibatch
+    (the remainder is left out: a graph takes one shape); Adam's step counts go on; the lr is
+    the annealed one (a tensor filled in place). In this process (the CLI's own path is the
+    CPU tests'), so that the suite does not pay four processes' imports."""
+    from test_recipe_config import compose
+    from torchrl_warp.recipes.train import train
 
     def run(out, *args):
-        cmd = [sys.executable, "-m", "torchrl_warp.recipes.train", f"hydra.run.dir={out}", "device=cuda",
-               "eval_envs=16", *env_args, *args]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        return json.loads((out / "summary.json").read_text())
+        out.mkdir()
+        return train(compose("device=cuda", "eval_envs=16", *env_args, *args), str(out))
 
     frames = 4096 if "env=tag" not in env_args else 640
     run(tmp_path / "a", "algo.cudagraph_update=false", f"env.total_frames={2 * frames}")

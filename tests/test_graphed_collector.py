@@ -459,3 +459,25 @@ def test_a_capture_is_not_invalidated_by_the_garbage_collector():
     gc.collect()
     assert freed[0]() is None
     collector.next()
+
+
+@pytest.mark.parametrize("name", ["tag_scan", "cartpole"])
+def test_the_tensors_a_policy_returns_are_never_written(name):
+    """A policy may hand out tensors it keeps (here a pool of actions, taken in turn): the
+    collector writes none of them (it once wrote each batch's last action into the one the
+    policy had returned last), and every step acts with the pool's next action."""
+    env = make(name, seed=0)
+    pool = [env.full_action_spec.rand() for _ in range(3)]
+    kept = [action.clone() for action in pool]
+    calls = []
+
+    def policy(tensordict):
+        calls.append(None)
+        return tensordict.update(pool[(len(calls) - 1) % len(pool)])
+
+    collector = GraphedCollector(env, policy, frames_per_batch=env.batch_size[0] * 4, total_frames=-1)
+    steps = [step for _ in range(3) for step in collector.next().unbind(1)]
+    for action, before in zip(pool, kept):
+        assert (action == before).all()
+    for t, step in enumerate(steps):
+        assert (step.select(*kept[0].keys(True, True)) == kept[t % len(kept)]).all(), f"step {t}"

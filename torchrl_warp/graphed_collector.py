@@ -440,6 +440,9 @@ class _Slabs:
         start.update(env_outputs)
         #: the carrier's entries that are not env outputs (trajectory ids, what the policy carries)
         self.carried = [k for k in start.keys(True, True) if k not in set(env_outputs.keys(True, True))]
+        # the graph's own: each batch ends by writing its last carrier's entries into these, and the
+        # carrier's may be tensors the policy keeps (an action it returns every time)
+        start.update(start.select(*self.carried).clone())
         return start
 
     def rewind(self) -> None:

@@ -30,25 +30,22 @@ def pytest_collection_finish(session):
     """Before a GPU suite runs (20 GPU tests or more, one process, the kernel cache on): compile
     the kernels of the envs its tests build, in parallel processes (tests/kernel_warmup.py), so
     the suite's process loads them instead of compiling them one after another."""
-    from kernel_warmup import WARMUP_ENV, warm
-    from torchrl_warp.kernel_cache import cache_dir
-
-    if (SIM or not torch.cuda.is_available() or "PYTEST_XDIST_WORKER" in os.environ or cache_dir() is None
-            or os.environ.get(WARMUP_ENV, "1").strip().lower() in ("0", "off", "false", "no")
-            or sum("gpu" in item.keywords for item in session.items) < 20):
-        return
-    config = session.config
     import time
 
+    from kernel_warmup import WARMUP_ENV, warm
+    from torchrl_warp.kernel_cache import cache_dir, switched_off
+
+    if (SIM or not torch.cuda.is_available() or "PYTEST_XDIST_WORKER" in os.environ or cache_dir() is None
+            or switched_off(WARMUP_ENV) or sum("gpu" in item.keywords for item in session.items) < 20):
+        return
     import all_envs
     import test_gpu
 
     tasks = [("test_gpu", name, device) for name in test_gpu.ENVS for device in ("cuda", "cpu")]
     tasks += [("all_envs", name, "cuda") for name in all_envs.ENVS]
     start = time.perf_counter()
-    results = warm(tasks)
-    failed = [f"{what}: {error}" for what, _, error in results if error]
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    failed = [f"{what}: {error}" for what, _, error in warm(tasks) if error]
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
-        reporter.write_line(f"kernel warm-up: {len(tasks)} envs compiled in {time.perf_counter() - start:.0f} s "
+        reporter.write_line(f"kernel warm-up: {len(tasks)} env builds compiled in {time.perf_counter() - start:.0f} s "
                             f"({len(failed)} failed: left to their tests)" + "".join(f"\n  {f}" for f in failed))

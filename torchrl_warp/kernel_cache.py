@@ -57,7 +57,7 @@ import uuid
 from importlib import metadata
 from pathlib import Path
 
-__all__ = ["CACHE_DIR_ENV", "CACHE_ENV", "cache_dir", "driver_key", "load_driver", "has_entry", "announce", "logger"]
+__all__ = ["CACHE_DIR_ENV", "CACHE_ENV", "switched_off", "cache_dir", "driver_key", "load_driver", "has_entry", "announce", "logger"]
 
 #: environment variable: the cache folder
 CACHE_DIR_ENV = "TORCHRL_WARP_CACHE_DIR"
@@ -76,9 +76,21 @@ _announced: set = set()
 _unwritable: set = set()
 
 
+def switched_off(variable: str) -> bool:
+    """Whether the environment variable ``variable`` says ``0``, ``off``, ``false`` or ``no``
+    (any case, blanks around): how ``TORCHRL_WARP_CACHE`` switches the cache off.
+
+    >>> os.environ["EXAMPLE_SWITCH"] = " Off"
+    >>> switched_off("EXAMPLE_SWITCH"), switched_off("EXAMPLE_SWITCH_UNSET")
+    (True, False)
+    >>> del os.environ["EXAMPLE_SWITCH"]
+    """
+    return os.environ.get(variable, "1").strip().lower() in ("0", "off", "false", "no")
+
+
 def cache_dir() -> Path | None:
     """The kernel cache's folder, or None when ``TORCHRL_WARP_CACHE=0`` switches it off."""
-    if os.environ.get(CACHE_ENV, "1").strip().lower() in ("0", "off", "false", "no"):
+    if switched_off(CACHE_ENV):
         return None
     folder = os.environ.get(CACHE_DIR_ENV, "").strip()
     if folder:

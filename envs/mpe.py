@@ -306,6 +306,13 @@ class ScenarioKernels:
 #: envs 1484 -> 1146 us; simple_spread unchanged; docs/benchmarks.md)
 MPE_MAX_REGISTERS = 64
 
+#: with more than one substep, the step as two kernels: the physics' substeps, then the
+#: scenario's phases (observations, rewards, done flags). ptxas (sm_90) gives simple_tag's
+#: physics 63 registers and its scenario phases 150, which in one kernel capped at 64 spill
+#: ~670 bytes per thread, reloaded in every substep; with one substep the split saves nothing.
+#: Off until measured on a GPU (``bench --env simple_tag --split-step fused 20``)
+SPLIT_SUBSTEPS = False
+
 
 def common_parameters(substeps: int = 1, collision_force: float = 100.0, max_steps: int = 0, dt: float = 0.1,
                       drag: float = 0.25, contact_margin: float = 1e-3) -> dict:
@@ -484,6 +491,7 @@ class MPEScenario(WarpEnv):
         step = [(act, collision_force), integrate_first]
         for _ in range(p.substeps - 1):
             step += [collision_force, integrate]
+        physics = len(step)  # the physics' phases, then the scenario's: a kernel each (SPLIT_SUBSTEPS)
         step += list(scenario.step) + [(pad_observation, mpe_done)]
         semidim = [math.inf if s is None else s for s in (world.x_semidim, world.y_semidim)]
         if getattr(p, "dim_c", world.dim_c) != world.dim_c:
@@ -508,6 +516,7 @@ class MPEScenario(WarpEnv):
             outputs_from_state=True,
             truncation=p.terminated_truncated,
             max_registers=MPE_MAX_REGISTERS,
+            split_step=(physics,) if SPLIT_SUBSTEPS and p.substeps > 1 else False,
             constants={
                 "entity_size": torch.tensor([e.radius for e in entities], dtype=f64),
                 "entity_collide": torch.tensor([float(e.collide) for e in entities], dtype=f64),

@@ -71,13 +71,14 @@ class Backend:
             _COMPILED[key] = self._compile(spec)
         return _COMPILED[key]
 
-    def compile_step(self, spec: KernelSpec, split: bool):
-        """``spec``'s kernel, or with ``split`` (where the backend :attr:`splits`) its
+    def compile_step(self, spec: KernelSpec, split):
+        """``spec``'s kernel, or with ``split`` (where the backend :attr:`splits`: ``True``, one
+        kernel per phase, or the phase indices where kernels begin) its
         :meth:`~torchrl_warp.codegen.KernelSpec.parts` as one :class:`KernelSequence`, launched
         as the whole step's kernel is, with the whole step's arguments."""
         if not (split and self.splits):
             return self.compile(spec)
-        parts = spec.parts()
+        parts = spec.parts(None if split is True else split)
         return KernelSequence([self.compile(part) for part in parts],
                               [tuple(spec.arguments.index(name) for name in part.arguments) for part in parts])
 

@@ -244,8 +244,9 @@ def main(argv=None) -> list[dict]:
                         help="Tag: the k-nearest search(es) (neighbor_search)")
     parser.add_argument("--partial-observation", action="store_true",
                         help="tag_gridworld: use_full_observation=False (own cell and one other's)")
-    parser.add_argument("--split-step", choices=("default", "fused", "split"), nargs="+", default=["default"],
-                        help="the step as one kernel (fused) or one kernel per phase (split); default: the env's")
+    parser.add_argument("--split-step", type=_split_choice, nargs="+", default=["default"],
+                        help="the step as one kernel (fused), one kernel per phase (split), or kernels beginning "
+                             "at the given phases (20, or 20,22); default: the env's")
     parser.add_argument("--observation-layout", choices=("rows", "features"), nargs="+", default=["rows"],
                         help="observations stored as each agent's row, or feature by feature "
                              "(feature_major_observations)")
@@ -302,7 +303,9 @@ def _row(args, impl, env, agents, k, search, n, mode, sec, num_agents, speedup=N
                agents=num_agents, agents_arg=agents, cuda_graphs=not args.no_cuda_graphs, egocentric=args.egocentric,
                search=search, k=k, num_envs=n, mode=mode, seconds_per_step=sec,
                env_steps_per_s=n / sec, agent_steps_per_s=n * num_agents / sec)
-    name = (args.env + ("/split" if row["split_step"] else "") + ("/features" if row["feature_major"] else "")
+    split = row["split_step"]
+    name = (args.env + (f"/split@{','.join(map(str, split))}" if isinstance(split, tuple) else "/split" if split else "")
+            + ("/features" if row["feature_major"] else "")
             if impl == "ours" else f"vmas:{args.env}")
     extra = ""
     if speedup is not None:
@@ -311,6 +314,17 @@ def _row(args, impl, env, agents, k, search, n, mode, sec, num_agents, speedup=N
     print(f"{name[:26]:26} {row['device']:7} {agents:>9} {str(k or '-'):>3} {search:>6} {n:>9} {mode:22} "
           f"{row['env_steps_per_s']:>13,.0f} {row['agent_steps_per_s']:>14,.0f} {1e3 * sec:>9.3f}{extra}", flush=True)
     return row
+
+
+def _split_choice(value: str):
+    """``--split-step``: ``default``, ``fused``, ``split``, or phase indices (``"20,22"`` -> ``(20, 22)``)."""
+    if value in ("default", "fused", "split"):
+        return value
+    try:
+        return tuple(int(x) for x in value.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected default, fused, split or phase indices such as 20,22; "
+                                         f"got {value!r}") from None
 
 
 def _configurations(args):
@@ -323,7 +337,7 @@ def _configurations(args):
             args.split_step, args.observation_layout, args.num_envs):
         options = dict(cuda_graphs=not args.no_cuda_graphs, feature_major_observations=obs == "features")
         if split != "default":
-            options["split_step"] = split == "split"
+            options["split_step"] = split if isinstance(split, tuple) else split == "split"
         if args.egocentric:
             options["egocentric_observation"] = True
         if search:

@@ -144,11 +144,13 @@ class KernelSpec:
             return f"{self.mask}[env] or (reset_where_done and done[env])"
         return f"{self.mask}[env]"
 
-    def parts(self) -> tuple["KernelSpec", ...]:
-        """The step as one kernel per phase, launched one after the other (the launch boundary
-        is the barrier): the first keeps the counters; each part asks only for what its own
-        phase does, and has no register cap (its own live values are few, where the whole
-        step's kernel holds every array's address and strides at once).
+    def parts(self, starts: tuple[int, ...] | None = None) -> tuple["KernelSpec", ...]:
+        """The step as several kernels, launched one after the other (the launch boundary is
+        the barrier): one per phase, or with ``starts`` (the indices of the phases where a new
+        kernel begins, increasing, in ``1..len(phases) - 1``) one per run of phases between
+        them. The first keeps the counters; each part asks only for what its own phases do,
+        and has no register cap (its own live values are few, where the whole step's kernel
+        holds every array's address and strides at once).
 
         >>> import numba
         >>> @numba.njit
@@ -157,12 +159,21 @@ class KernelSpec:
         >>> first, second = KernelSpec("step", (move, move), max_registers=64).parts()
         >>> first.counters, second.counters, second.max_registers, second.arguments[-1]
         (True, False, None, 'pos')
+        >>> [len(part.phases) for part in KernelSpec("step", (move,) * 5).parts(starts=(2,))]
+        [2, 3]
         """
         if self.kind != "step":
             raise ValueError("only a step kernel is split into parts (a reset's later parts would find the done "
                              "flags it selects by already cleared)")
-        return tuple(KernelSpec("step", (phase,), self.outputs, None, counters=i == 0)
-                     for i, phase in enumerate(self.phases))
+        n = len(self.phases)
+        starts = tuple(range(1, n)) if starts is None else tuple(starts)
+        if any(not isinstance(i, int) or isinstance(i, bool) for i in starts) or list(starts) != sorted(set(starts)) \
+                or any(not 0 < i < n for i in starts):
+            raise ValueError(f"a step of {n} phases splits where a phase begins: increasing ints in 1..{n - 1}, "
+                             f"got {starts!r}")
+        bounds = (0, *starts, n)
+        return tuple(KernelSpec("step", self.phases[a:b], self.outputs, None, counters=i == 0)
+                     for i, (a, b) in enumerate(zip(bounds, bounds[1:])))
 
     def _counter_update(self) -> list[str]:
         if not self.counters:

@@ -56,8 +56,9 @@ class WarpEnv(EnvBase):
             torch's global generator.
         reset_pool: start states that resetting envs draw from (see :meth:`set_reset_pool`).
         split_step: on CUDA (and in the simulator), step with one kernel per phase instead
-            of one for the whole step (``None``: the env's choice, ``Layout.split_step``);
-            the same results either way. The CPU backends run one loop.
+            of one for the whole step, or with a tuple of phase indices one kernel per run of
+            phases starting at each (``None``: the env's choice, ``Layout.split_step``); the
+            same results either way. The CPU backends run one loop.
         feature_major_observations: store each env's observations feature by feature (every
             agent's feature ``k`` side by side), so that the kernels' stores of one feature by
             consecutive agents are consecutive in memory; the observations are handed out as
@@ -98,7 +99,7 @@ class WarpEnv(EnvBase):
         cuda_graphs: bool = True,
         seed: int | None = None,
         reset_pool=None,
-        split_step: bool | None = None,
+        split_step: bool | tuple | None = None,
         feature_major_observations: bool = False,
         **params,
     ):
@@ -108,7 +109,7 @@ class WarpEnv(EnvBase):
         num_envs = int(num_envs)
         check_flag(name, "check_actions", check_actions)
         check_flag(name, "cuda_graphs", cuda_graphs)
-        if split_step is not None:
+        if split_step is not None and not isinstance(split_step, tuple):
             check_flag(name, "split_step", split_step)
         check_flag(name, "feature_major_observations", feature_major_observations)
         seed = check_seed(name, seed)
@@ -175,8 +176,13 @@ class WarpEnv(EnvBase):
             {k: self._backend.view(v) for k, v in self._constants.items() if isinstance(v, torch.Tensor)}
         )
         self._view_pool()
-        #: the step runs as one kernel per phase (Layout.split_step; on CUDA and in the simulator)
-        self.split_step = bool(self.layout.split_step if split_step is None else split_step) and self._backend.splits
+        #: how the step is split into kernels (Layout.split_step; on CUDA and in the simulator): False,
+        #: one kernel; True, one per phase; a tuple, the phases where kernels begin
+        split = self.layout.split_step if split_step is None else split_step
+        if isinstance(split, tuple) and split:
+            self._kernels["step"].parts(split)  # where kernels begin: checked on every backend
+        self.split_step = (split if isinstance(split, tuple) and split else bool(split)) if self._backend.splits \
+            else False
         self._compiled = {"reset": self._backend.compile(self._kernels["reset"]),
                           "step": self._backend.compile_step(self._kernels["step"], self.split_step)}
         self._set_seed(seed)  # None: drawn there

@@ -131,7 +131,8 @@ class Layout:
             80), which some kernels run faster with (Tag's grid at 1000 agents per env,
             docs/benchmarks.md). The CPU and the simulator ignore it.
         split_step: on CUDA (and in the simulator), run the step as one kernel per phase, one
-            after the other, instead of one kernel with a barrier between phases. A kernel
+            after the other, instead of one kernel with a barrier between phases; or, a tuple
+            of phase indices, as one kernel per run of phases starting at each. A kernel
             holds every array it is given (address and strides) for its whole run: a step of
             many phases over many fields then needs more registers than fit (simple_tag's,
             10 substeps: 166 per thread, where its contact phase alone takes 31), and a split
@@ -152,7 +153,7 @@ class Layout:
     group_specs: dict = field(default_factory=dict)
     truncation: bool = True
     observe: tuple = ()
-    split_step: bool = False
+    split_step: bool | tuple = False
 
     def __post_init__(self):
         unknown = set(self.group_specs) - set(self.groups or ())

@@ -11,7 +11,7 @@ import torch
 from omegaconf import OmegaConf
 from tensordict.nn import TensorDictSequential
 from torchrl.collectors import Collector
-from torchrl.envs import CatFrames, TransformedEnv
+from torchrl.envs import CatFrames, StepCounter, TransformedEnv
 
 from all_envs import make
 from torchrl_warp.graphed_collector import GraphedCollector
@@ -481,3 +481,61 @@ def test_the_tensors_a_policy_returns_are_never_written(name):
         assert (action == before).all()
     for t, step in enumerate(steps):
         assert (step.select(*kept[0].keys(True, True)) == kept[t % len(kept)]).all(), f"step {t}"
+
+
+@pytest.mark.parametrize("name", ["tag_scan", "cartpole", "simple_spread"])
+@pytest.mark.parametrize("transformed", [False, True], ids=["bare", "transformed"])
+@pytest.mark.parametrize("kept_at", [1, 2, 3])
+def test_a_view_the_caller_keeps_is_never_overwritten(name, transformed, kept_at, device="cpu"):
+    """copy_batches=True hands out a lane's memory as it is: a view the caller keeps of one
+    batch (the batch itself let go) stays as it was while the loop goes on."""
+    env = make(name, seed=0, device=device)
+    if transformed:
+        env = TransformedEnv(env, StepCounter())
+    collector = GraphedCollector(env, recipe_policy(env), frames_per_batch=env.batch_size[0] * 5, total_frames=-1)
+    kept = []
+    for i, batch in zip(range(8), collector):
+        if i == kept_at:
+            kept = [(key, batch[key][:, 1], batch[key][:, 1].clone()) for key in batch.keys(True, True)]
+        for key, view, value in kept:
+            assert torch.equal(view, value), f"{key} of batch {kept_at} overwritten by batch {i}"
+    assert len(collector._lanes) == GraphedCollector.LANES  # batches were handed out uncopied
+
+
+def test_the_lanes_go_on_from_each_others_batches(device="cpu"):
+    """Lanes taken in turn (the caller lets each batch go when it asks for the next after it):
+    each batch starts where the last one, of either lane, ended (the env's outputs and the
+    carried entries: trajectory ids), as one graph's batches do. Episodes of 8 steps end
+    inside batches of 3, so the trajectory ids move on in every lane."""
+    def batches(collector, n=9):
+        torch.manual_seed(5)
+        return [batch.clone() for _, batch in zip(range(n), collector)]
+
+    env = make("tag_scan", seed=0, device=device)
+    collector = GraphedCollector(env, recipe_policy(env), frames_per_batch=env.batch_size[0] * 3, total_frames=-1,
+                                 track_traj_ids=True)
+    ours = batches(collector)
+    reference = make("tag_scan", seed=0, device=device)
+    theirs = batches(GraphedCollector(reference, recipe_policy(reference), frames_per_batch=env.batch_size[0] * 3,
+                                      total_frames=-1, track_traj_ids=True, copy_batches=False))
+    assert len(collector._lanes) == GraphedCollector.LANES and not collector._own  # the lanes alternated
+    ids = ("collector", "traj_ids")
+    assert ours[-1][ids].max() > ours[0][ids].max()  # trajectories ended and began
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        for key in b.keys(True, True):
+            assert torch.equal(a[key], b[key]), f"batch {i}: {key}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["tag_scan", "simple_spread"])
+@pytest.mark.parametrize("transformed", [False, True], ids=["bare", "transformed"])
+def test_a_view_the_caller_keeps_of_a_captured_lane_is_never_overwritten(name, transformed):
+    """The captured lanes: what a replay writes is the graph's, so a view the caller keeps is
+    seen only through the counted references (taken once, after the capture)."""
+    for kept_at in (1, 2, 3):
+        test_a_view_the_caller_keeps_is_never_overwritten(name, transformed, kept_at, device="cuda")
+
+
+@pytest.mark.gpu
+def test_the_captured_lanes_go_on_from_each_others_batches():
+    test_the_lanes_go_on_from_each_others_batches(device="cuda")

@@ -17,9 +17,10 @@ def test_bench_cli_measures_every_mode(tmp_path):
 
     out = tmp_path / "bench.json"
     rows = main(["--env", "tag", "--num-envs", "3", "--agents", "2+3", "--k", "2", "--steps", "3",
-                 "--repeats", "1", "--mode", "step", "step_and_maybe_reset", "collector", "graphed", "graphed_in_place",
-                 "--json", str(out)])
-    assert [r["mode"] for r in rows] == ["step", "step_and_maybe_reset", "collector", "graphed", "graphed_in_place"]
+                 "--repeats", "1", "--mode", "step", "step_and_maybe_reset", "collector", "graphed", "graphed_copied",
+                 "graphed_in_place", "--json", str(out)])
+    assert [r["mode"] for r in rows] == ["step", "step_and_maybe_reset", "collector", "graphed", "graphed_copied",
+                                         "graphed_in_place"]
     for r in rows:
         assert r["env_steps_per_s"] > 0 and r["agent_steps_per_s"] == pytest.approx(5 * r["env_steps_per_s"])
     saved = json.loads(out.read_text())
@@ -109,18 +110,25 @@ def test_episode_tracker_sums_rewards_across_batches():
     assert math.isnan(out["return/taggers"]) and out["episodes"] == 0
 
 
-@pytest.mark.parametrize("mode, copies", [("graphed", True), ("graphed_in_place", False)])
-def test_the_graphed_modes_differ_in_whether_batches_are_copied_out(monkeypatch, mode, copies):
+@pytest.mark.parametrize("mode, copies, cloned", [("graphed", True, False), ("graphed_copied", True, True),
+                                                   ("graphed_in_place", False, False)])
+def test_the_graphed_modes_differ_in_whether_batches_are_copied_out(monkeypatch, mode, copies, cloned):
     from torchrl_warp import graphed_collector
     from torchrl_warp.bench import make_env, measure
 
-    made = []
+    made, own = [], []
     original = graphed_collector.GraphedCollector.__init__
+    original_shutdown = graphed_collector.GraphedCollector.shutdown
 
     def recording(self, *args, **kwargs):
         original(self, *args, **kwargs)
         made.append(self.copy_batches)
 
+    def shutdown(self):  # whether batches came from the graph whose batches are copied out
+        own.append(bool(self._own))
+        original_shutdown(self)
+
     monkeypatch.setattr(graphed_collector.GraphedCollector, "__init__", recording)
+    monkeypatch.setattr(graphed_collector.GraphedCollector, "shutdown", shutdown)
     assert measure(make_env("cartpole", 4, "cpu"), mode, steps=3, repeats=1) > 0
-    assert made == [copies]
+    assert made == [copies] and own == [cloned]

@@ -4,10 +4,13 @@ Steps an environment with random actions (a pool of pre-drawn action TensorDicts
 on the env's device, so that the sampler is not what is measured) through
 ``env.step``, ``env.step_and_maybe_reset`` (the step rollouts and collectors use),
 a TorchRL ``Collector`` and our :class:`~torchrl_warp.graphed_collector.GraphedCollector`
-(``graphed``: random actions drawn on the device, each batch one CUDA graph replay, copied out
-as the caller's own; ``graphed_in_place``: the same, each batch a view of the graph's memory,
-``copy_batches=False``, as the training recipe takes them), for a
-grid of ``num_envs`` and agent counts. One env-step is every agent of one env stepped once.
+(``graphed``: random actions drawn on the device, each batch one CUDA graph replay, the
+caller's own (``copy_batches=True``; the bench lets each go, so no copy is made);
+``graphed_copied``: the same while the caller holds a batch of each lane, so that each
+timed batch is copied out (three graphs' memory and the copy); ``graphed_in_place``: each
+batch a view of the one graph's memory, ``copy_batches=False``, as the training recipe
+takes them), for a grid of ``num_envs`` and agent counts. One env-step is every agent of
+one env stepped once.
 
 Examples:
     $ python -m torchrl_warp.bench                      # a quick Tag run on the CPU
@@ -44,7 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = ["make_env", "measure", "main"]
 
-MODES = ("step", "step_and_maybe_reset", "collector", "graphed", "graphed_in_place")
+MODES = ("step", "step_and_maybe_reset", "collector", "graphed", "graphed_copied", "graphed_in_place")
 
 
 #: MPE scenario -> the scenario arguments ``--agents`` sets (``"a+b"``: one number each)
@@ -156,15 +159,20 @@ def measure(env, mode: str, steps: int = 100, repeats: int = 3, warmup: int = 5,
         seconds = _time(lambda i: next(it), 1, env.device, repeats) / steps
         collector.shutdown()
         return seconds
-    elif mode in ("graphed", "graphed_in_place"):  # whole batches as CUDA graphs, actions drawn inside them
+    elif mode in ("graphed", "graphed_copied", "graphed_in_place"):  # whole batches as CUDA graphs
         from torchrl_warp.graphed_collector import GraphedCollector
 
         if not hasattr(env, "layout"):
             raise ValueError(f"mode {mode!r} steps torchrl-warp envs only (a GraphedCollector)")
         collector = GraphedCollector(env, None, frames_per_batch=env.num_envs * steps, total_frames=-1,
-                                     track_traj_ids=track_traj_ids, copy_batches=mode == "graphed")
-        collector.next(), collector.next()  # warm-up batches: eager, then captured
-        return _time(lambda i: collector.next(), 1, env.device, repeats) / steps
+                                     track_traj_ids=track_traj_ids, copy_batches=mode != "graphed_in_place")
+        # warm-up batches: eager, then the graphs captured; graphed_copied holds a batch of each lane
+        held = [collector.next() for _ in range(1 + GraphedCollector.LANES)][1:] if mode == "graphed_copied" else []
+        collector.next(), collector.next()
+        seconds = _time(lambda i: collector.next(), 1, env.device, repeats) / steps
+        del held
+        collector.shutdown()
+        return seconds
     else:
         raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
     for i in range(warmup):

@@ -5,8 +5,11 @@ masked reset, the trajectory ids) is captured once as a ``torch.cuda.CUDAGraph``
 replayed: one launch from the host per batch instead of dozens per step, which is
 what small and medium batches are made of. Each batch is the same TensorDict, key
 for key and value for value, that ``torchrl.collectors.Collector`` returns for the
-same env, policy and seeds, and it is the caller's own (a copy out of the graph's
-memory). On the CPU and in the CUDA simulator the same loop runs eagerly.
+same env, policy and seeds, and it is the caller's own: two graphs ("lanes") are replayed
+in turn, and a batch is handed out in its lane's memory, which is written again only once
+the caller holds no tensor of it (the usual loop, done with one batch when it asks for the
+one after the next); a caller that keeps more gets copies. On the CPU and in the CUDA
+simulator the same loop runs eagerly.
 
 What it takes (checked, with an error naming what is wrong):
 
@@ -49,6 +52,7 @@ Examples:
 from __future__ import annotations
 
 import functools
+import gc
 import numbers
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -60,7 +64,7 @@ from torchrl.data import Bounded
 from torchrl.collectors.utils import split_trajectories
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 
-from torchrl_warp.capture import cuda_graph
+from torchrl_warp.capture import cuda_graph, no_cyclic_collection
 from torchrl_warp.checks import action_violation, check_flag
 from torchrl_warp.env import WarpEnv
 from torchrl_warp.transformed_step import step_and_maybe_reset as transformed_step_and_maybe_reset
@@ -85,8 +89,10 @@ class GraphedCollector:
             ``Collector`` default: ``RANDOM``, sampling).
         graphs: capture and replay batches as CUDA graphs; ``None``: on a CUDA env.
             ``False`` runs the same loop eagerly (the CPU and the simulator always do).
-        copy_batches: each batch is the caller's own, a copy out of the graph's memory
-            (``Collector``'s contract). ``False``: each batch views the graph's memory and
+        copy_batches: each batch is the caller's own (``Collector``'s contract): the memory
+            of a lane whose last batch the caller let go, handed out without a copy, or, while
+            the caller holds a batch of every lane, a copy. ``False``: each batch views the
+            one graph's memory and
             is overwritten by the next batch (no copy: a batch less of memory and of
             traffic), for a loop that is done with a batch before it asks for the next,
             as a PPO update is. New entries set on a batch stay the caller's.
@@ -141,7 +147,8 @@ class GraphedCollector:
         self.copy_batches = copy_batches
         self._steps = steps // warp.num_envs
         self._frames = 0
-        self._graph, self._warm = None, False
+        self._warm = False
+        self._drop_graphs()
         with torch.no_grad():
             self._carrier = env.reset()
         if track_traj_ids:  # as Collector: env i starts trajectory i, the next new one is num_envs
@@ -159,17 +166,14 @@ class GraphedCollector:
             yield self.next()
 
     def next(self) -> TensorDictBase:
-        """One batch: replayed from the graph (built on first use, rebuilt when stale) or eager."""
+        """One batch: replayed from a graph (built on first use, rebuilt when stale) or eager."""
         with torch.no_grad():
-            if self._graph is not None and self._graph.still_valid():
-                batch = self._graph.replay()
-            elif self._warm and self._graph is None:  # the last batch ran eagerly: capture (or not)
-                self._graph = _RolloutGraph(self, capture=self.graphs)
-                batch = self._graph.replay()
+            if self._warm and (not self._lanes or self._current_stamp() == self._stamp):
+                batch = self._replay()
             else:
                 # eager: the first batch (it compiles the kernels and warms the policy up) and the one
-                # after a change the graph did not capture; the next batch is then captured
-                self._graph = None
+                # after a change the graphs did not capture; the next batch is then captured
+                self._drop_graphs()
                 batch, self._carrier = self._rollout(self._carrier)
                 self._warm = True
         self._frames += self.frames_per_batch
@@ -193,8 +197,9 @@ class GraphedCollector:
             TensorDict.from_module(self.policy).update_(weights)
 
     def shutdown(self) -> None:
-        """Drop the graph and its memory (the env stays as it is)."""
-        self._graph, self._warm = None, False
+        """Drop the graphs and their memory (the env stays as it is)."""
+        self._drop_graphs()
+        self._warm = False
 
     def set_seed(self, seed: int, static_seed: bool = False) -> int:
         """Seed the env (as ``Collector.set_seed``); the next batch builds a new graph."""
@@ -210,6 +215,64 @@ class GraphedCollector:
         if self.total_frames == -1:
             raise TypeError("a GraphedCollector with total_frames=-1 has no length")
         return -(-self.total_frames // self.frames_per_batch)
+
+    # ----- the graphs ----------------------------------------------------------------------
+    #: graphs whose batches are handed out as they are (no copy), taken in turn: a loop holds one
+    #: batch while it asks for the next, so the other graph's memory is free again by then
+    LANES = 2
+
+    def _replay(self) -> TensorDictBase:
+        """The next batch from a graph: ``copy_batches=False``, the one graph's memory (a view);
+        else, from the first of :attr:`LANES` graphs whose last batch the caller has let go (built
+        when none is free), its memory handed out as it is; when the caller still holds a batch of
+        each, from a graph of the collector's own, copied out."""
+        if not self.copy_batches:
+            lane = self._lanes[0] if self._lanes else self._new_lane(self._lanes)
+            return self._replayed(lane).copy()
+        lane = next((lane for lane in self._lanes if not lane.held()), None)
+        if lane is None and len(self._lanes) < self.LANES:
+            lane = self._new_lane(self._lanes)
+        if lane is None:  # the caller keeps more batches than there are lanes
+            own = self._own[0] if self._own else self._new_lane(self._own)
+            return self._replayed(own).clone()
+        self._replayed(lane)
+        return lane.hand_out()
+
+    def _new_lane(self, lanes: list) -> "_RolloutGraph":
+        """A new graph (captured, or eager under ``graphs=False``) appended to ``lanes``; it starts
+        where every graph of this collector starts: where the last batch, of any of them, ended."""
+        first = next(iter(self._lanes + self._own), None)
+        with no_cyclic_collection():
+            lane = _RolloutGraph(self, capture=self.graphs, sibling=first)
+        lanes.append(lane)
+        self._stamp = self._current_stamp()
+        if lane._graph is not None:  # uncaptured, it counts them after each batch
+            gc.collect(0)
+            lane.note_own_references()
+        return lane
+
+    def _replayed(self, lane: "_RolloutGraph") -> TensorDictBase:
+        self._graph = lane
+        batch = lane.replay()
+        if lane._graph is None:  # run from Python: nothing captured to go stale
+            self._stamp = self._current_stamp()
+        return batch
+
+    def _drop_graphs(self) -> None:
+        #: the graphs whose batches are handed out, and the one whose batches are copied out
+        self._lanes, self._own = [], []
+        self._graph, self._stamp = None, None  # the graph of the last batch; what they captured
+
+    def _current_stamp(self) -> tuple:
+        """What the graphs captured that could change under them: the env's launch arguments and
+        output generation, the addresses of the policy's and the transforms' parameters and buffers."""
+        env = self._warp
+        modules = [self.policy] if isinstance(self.policy, torch.nn.Module) else []
+        if self.env is not env:
+            modules += transforms_of(self.env)
+        tensors = [t.data_ptr() for m in modules for t in (*m.parameters(), *m.buffers())]
+        return (tuple(id(a) for a in env._args.values()), env._outputs.generation, tuple(tensors),
+                tuple(id(m) for m in modules))
 
     # ----- the loop ------------------------------------------------------------------------
     def _rollout(self, carrier: TensorDictBase, keep: list | None = None,
@@ -310,15 +373,18 @@ class _RolloutGraph:
     """One batch of the collector's loop captured as a CUDA graph, from its current carrier.
 
     The env writes the batch's outputs straight into time-major slabs (:class:`_Slabs`), and
-    the batch's env outputs are views of them, so a replay copies each step's outputs once
-    (the caller's batch, at :meth:`replay`) instead of stacking them first. The graph is a
-    cycle from a carrier whose env outputs are the slabs' first root slot: it begins by
-    copying the last root slot (where the previous batch ended) into it, and ends by copying
-    its last carrier's other entries (trajectory ids...) into the carrier's. Over a
+    the batch's env outputs are views of them: no stacking copy. The graph is a cycle from a
+    carrier whose env outputs are the slabs' first root slot: it begins by copying the env's
+    outputs where the last batch ended (the slabs' ``last`` slot) into it, and ends by
+    copying its last carrier's other entries (trajectory ids...) into the carrier's. Over a
     ``TransformedEnv`` (whose transforms rewrite the env's outputs) there are no slabs: the
     start carrier is the graph's own copy, the steps are stacked, and the cycle ends by
     copying the last carrier into it whole. Uncaptured (``capture=False``, on the CPU and the
     simulator) the same cycle runs eagerly.
+
+    A ``sibling`` (another graph of the same collector) shares where a batch ends (its ``last``
+    slot and its carrier's other entries, or its whole start carrier), so that graphs replayed
+    in any order go on from each other's batches.
 
     It holds every step's TensorDicts (what the policy and the trajectory ids wrote) for as
     long as it lives: each replay writes them, and memory that a capture allocated and then
@@ -326,28 +392,31 @@ class _RolloutGraph:
     overwritten by the next replay on an H200 when it did not).
     """
 
-    def __init__(self, collector: GraphedCollector, capture: bool = True):
+    def __init__(self, collector: GraphedCollector, capture: bool = True, sibling: "_RolloutGraph | None" = None):
         env = collector._warp
         self._env = env
         self._collector = collector
         outputs = env._outputs
         before = (outputs.buffer, outputs.generation, outputs._handed_out, collector._carrier)
         if collector.env is env:
-            self._slabs = _Slabs(outputs, collector._steps)
+            self._slabs = _Slabs(outputs, collector._steps, last=sibling._slabs.last if sibling else None)
             self._start = self._slabs.start(env, collector._carrier)
             self._carried = self._slabs.carried
-        else:  # transforms rewrite the env's outputs: the carrier is the graph's own copy, stacked steps
+            if sibling is not None:  # one set of carried entries (trajectory ids...) for every lane
+                self._start.update(sibling._start.select(*self._carried))
+        else:  # transforms rewrite the env's outputs: the carrier is the graphs' own copy, stacked steps
             keep_flags_on_host(collector.env)
             self._slabs = None
-            self._start = collector._carrier.clone()
+            self._start = sibling._start if sibling else collector._carrier.clone()
             self._carried = list(self._start.keys(True, True))
         self._graph, self._steps = None, []
+        self._references: list[tuple[torch.Tensor, int]] = []  # see note_own_references
         if capture:
             self._graph = torch.cuda.CUDAGraph()
             checks_flag, env.check_actions = env.check_actions, False  # checked on the device (_ActionChecks)
             try:
                 with cuda_graph(self._graph, env.device):
-                    self._batch = self._cycle(keep=self._steps)
+                    self._cycle(keep=self._steps)
             except Exception as error:
                 _release_failed_capture(self._graph, env.device)
                 self._graph = None
@@ -364,7 +433,6 @@ class _RolloutGraph:
                     f"collect eagerly. The env has not stepped, and it and this collector can go on") from error
             finally:
                 env.check_actions = checks_flag
-        self._stamp = self._current_stamp()
 
     def _cycle(self, keep: list | None = None) -> TensorDictBase:
         """One batch from the start carrier, which then holds the last carrier's entries."""
@@ -372,39 +440,58 @@ class _RolloutGraph:
             self._slabs.rewind()
         batch, following = self._collector._rollout(self._start.copy(), keep=keep, slabs=self._slabs)
         self._start.update_(following.select(*self._carried))
-        self._collector._carrier = following  # where an eager batch would go on from
+        # where the next batch, eager or of any graph, goes on from: the env's outputs in the last
+        # slot and the other entries where every graph of the collector writes them
+        self._collector._carrier = following.copy().update(self._start.select(*self._carried)) \
+            if self._slabs is not None else self._start.copy()
+        self._batch = batch
         return batch
 
-    def _current_stamp(self) -> tuple:
-        """What the graph captured that could change under it: the env's launch arguments and
-        output generation, the addresses of the policy's and the transforms' parameters and buffers."""
-        env, collector = self._env, self._collector
-        modules = [collector.policy] if isinstance(collector.policy, torch.nn.Module) else []
-        if collector.env is not env:
-            modules += transforms_of(collector.env)
-        tensors = [t.data_ptr() for m in modules for t in (*m.parameters(), *m.buffers())]
-        return (tuple(id(a) for a in env._args.values()), env._outputs.generation, tuple(tensors),
-                tuple(id(m) for m in modules))
-
-    def still_valid(self) -> bool:
-        return self._current_stamp() == self._stamp
-
     def replay(self) -> TensorDictBase:
-        """The next batch: the graph replayed (or, uncaptured, the cycle run); the caller's own
-        copy, or (``copy_batches=False``) a view of the graph's memory with a structure of its own."""
+        """The next batch, in the graph's memory: the graph replayed (or, uncaptured, the cycle run)."""
         if self._graph is None:
-            batch = self._cycle()
-            self._stamp = self._current_stamp()  # run from Python: nothing captured to go stale
+            with no_cyclic_collection():
+                self._cycle()
+            gc.collect(0)  # all that the batch made is young: its garbage goes
+            self.note_own_references()
         else:
             self._graph.replay()
-            batch = self._batch
-        return batch.clone() if self._collector.copy_batches else batch.copy()
+        return self._batch
+
+    def note_own_references(self) -> None:
+        """Count the references this graph itself holds to the memory its batch lives in (the
+        batch, the steps a capture keeps, the start carrier...): more, later, are the caller's.
+        Called after the graph was built or run with the cyclic collector held off, and a
+        collection of the youngest generation: what that left in reference cycles is then gone,
+        not counted as the graph's (and, freed later, taken for the caller's going)."""
+        tensors = {_storage(t): t for t in self._batch.values(True, True)}
+        self._references = [(t, _references(t)) for t in tensors.values()]
+
+    def held(self) -> bool:
+        """Whether the caller still holds a tensor (a batch handed out, or a view of one) that lives
+        in this graph's memory: the next replay would overwrite it."""
+        return any(_references(t) > n for t, n in self._references)
+
+    def hand_out(self) -> TensorDictBase:
+        """The batch as new views of the graph's memory: the caller's until it lets them go."""
+        return self._batch.apply(lambda t: t.view(t.shape))
+
+
+def _storage(tensor: torch.Tensor) -> int:
+    return tensor.untyped_storage()._cdata
+
+
+def _references(tensor: torch.Tensor) -> int:
+    """The references to ``tensor``'s memory (its storage): one per tensor viewing it, and one
+    for the storage object this call looks at."""
+    return torch._C._storage_Use_Count(tensor.untyped_storage()._cdata)
 
 
 class _Slabs:
     """Time-major homes for a batch's env outputs: ``next[t]`` for step ``t``'s outputs and
-    ``root[t]`` for the outputs it starts from (``root[T]``: after the last step, reset where
-    done), each slot one output buffer (:class:`~torchrl_warp.outputs.Outputs`).
+    ``root[t]`` for the outputs it starts from, and ``last`` for those after the last step (reset
+    where done; shared by the graphs of a collector: where the next batch starts), each slot one
+    output buffer (:class:`~torchrl_warp.outputs.Outputs`).
 
     While :meth:`allocating`, the env's new output buffers are these slots, in the order a
     ``step_and_maybe_reset`` takes them (the step's, then the masked reset's); :meth:`stack`
@@ -414,24 +501,26 @@ class _Slabs:
         >>> from torchrl_warp.envs import CartPoleEnv
         >>> env = CartPoleEnv(num_envs=3)
         >>> slabs = _Slabs(env._outputs, steps=4)
-        >>> slabs.next.shape, slabs.root.shape  # bytes per slot: 3 x (4 + 1) floats and 3 x 3 flags
-        (torch.Size([4, 80]), torch.Size([5, 80]))
+        >>> slabs.next.shape, slabs.root.shape, slabs.last.shape  # bytes per slot: 3 x (4 + 1) floats, 3 x 3 flags
+        (torch.Size([4, 80]), torch.Size([4, 80]), torch.Size([80]))
     """
 
-    def __init__(self, outputs, steps: int):
+    def __init__(self, outputs, steps: int, last: torch.Tensor | None = None):
         nbytes = outputs.base.numel()
         self._outputs, self._steps = outputs, steps
         self.next = torch.empty((steps, nbytes), dtype=torch.uint8, device=outputs.device)
-        self.root = torch.empty((steps + 1, nbytes), dtype=torch.uint8, device=outputs.device)
+        self.root = torch.empty((steps, nbytes), dtype=torch.uint8, device=outputs.device)
+        self.last = torch.empty(nbytes, dtype=torch.uint8, device=outputs.device) if last is None else last
         self._taken = 0
 
     def start(self, env: WarpEnv, carrier: TensorDictBase) -> TensorDictBase:
         """The carrier a batch starts from: a shallow copy of ``carrier`` whose env outputs are
-        ``root[0]``. The env's current outputs go to ``root[T]``, where a batch ends, and each
-        batch begins with :meth:`rewind` (``root[T]`` into ``root[0]``)."""
+        ``root[0]``. The env's current outputs go to ``last``, where a batch ends (already there
+        when a sibling's batch ended), and each batch begins with :meth:`rewind` (``last`` into
+        ``root[0]``)."""
         outputs = self._outputs
         outputs._handed_out = True  # the env's current buffer is the carrier's: copy it
-        with outputs.buffers_from(lambda buffer: self.root[self._steps]):
+        with outputs.buffers_from(lambda buffer: self.last):
             env._own_outputs(copy=True)
         last, outputs.buffer = outputs.buffer, self.root[0]
         env_outputs = outputs.hand_out(with_reward=False)  # views of root[0]
@@ -446,9 +535,9 @@ class _Slabs:
         return start
 
     def rewind(self) -> None:
-        """The env's outputs where the last batch ended (``root[T]``) into ``root[0]``."""
+        """The env's outputs where the last batch ended (``last``) into ``root[0]``."""
         used = self._outputs.used
-        self.root[0, :used].copy_(self.root[self._steps, :used])
+        self.root[0, :used].copy_(self.last[:used])
 
     @contextmanager
     def allocating(self):
@@ -464,7 +553,9 @@ class _Slabs:
         k, self._taken = self._taken, self._taken + 1
         if k >= 2 * self._steps:
             raise RuntimeError(f"the env took more than two output buffers per step ({self._steps} steps)")
-        return self.next[k // 2] if k % 2 == 0 else self.root[k // 2 + 1]
+        if k % 2 == 0:
+            return self.next[k // 2]
+        return self.root[k // 2 + 1] if k // 2 + 1 < self._steps else self.last
 
     def stack(self, steps: list[TensorDictBase]) -> TensorDictBase:
         """``TensorDict.maybe_dense_stack(steps, dim=1)``, with views of the slabs for the entries

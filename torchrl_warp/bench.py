@@ -4,9 +4,8 @@ Steps an environment with random actions (a pool of pre-drawn action TensorDicts
 on the env's device, so that the sampler is not what is measured) through
 ``env.step``, ``env.step_and_maybe_reset`` (the step rollouts and collectors use),
 a TorchRL ``Collector`` and our :class:`~torchrl_warp.graphed_collector.GraphedCollector`
-(``graphed``: random actions drawn on the device, each batch one CUDA graph replay, the
-caller's own (``copy_batches=True``; the bench lets each go, so no copy is made);
-``graphed_copied``: the same while the caller holds a batch of each lane, so that each
+(``graphed``: the pool's actions, each batch one CUDA graph replay, the caller's own
+(``copy_batches=True``; the bench lets each go, so no copy is made); ``graphed_copied``: the same while the caller holds a batch of each lane, so that each
 timed batch is copied out (three graphs' memory and the copy); ``graphed_in_place``: each
 batch a view of the one graph's memory, ``copy_batches=False``, as the training recipe
 takes them), for a grid of ``num_envs`` and agent counts. One env-step is every agent of
@@ -159,12 +158,18 @@ def measure(env, mode: str, steps: int = 100, repeats: int = 3, warmup: int = 5,
         seconds = _time(lambda i: next(it), 1, env.device, repeats) / steps
         collector.shutdown()
         return seconds
-    elif mode in ("graphed", "graphed_copied", "graphed_in_place"):  # whole batches as CUDA graphs
+    elif mode in ("graphed", "graphed_copied", "graphed_in_place"):  # whole batches as CUDA graphs, pool actions
         from torchrl_warp.graphed_collector import GraphedCollector
 
         if not hasattr(env, "layout"):
             raise ValueError(f"mode {mode!r} steps torchrl-warp envs only (a GraphedCollector)")
-        collector = GraphedCollector(env, None, frames_per_batch=env.num_envs * steps, total_frames=-1,
+        drawn = {"steps": 0}
+
+        def policy(tensordict):  # the pool's actions in turn, as the other modes step (captured once per graph)
+            drawn["steps"] += 1
+            return tensordict.update(pool[drawn["steps"] % len(pool)])
+
+        collector = GraphedCollector(env, policy, frames_per_batch=env.num_envs * steps, total_frames=-1,
                                      track_traj_ids=track_traj_ids, copy_batches=mode != "graphed_in_place")
         # warm-up batches: eager, then the graphs captured; graphed_copied holds a batch of each lane
         held = [collector.next() for _ in range(1 + GraphedCollector.LANES)][1:] if mode == "graphed_copied" else []

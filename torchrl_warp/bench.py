@@ -5,8 +5,9 @@ on the env's device, so that the sampler is not what is measured) through
 ``env.step``, ``env.step_and_maybe_reset`` (the step rollouts and collectors use),
 a TorchRL ``Collector`` and our :class:`~torchrl_warp.graphed_collector.GraphedCollector`
 (``graphed``: the pool's actions, each batch one CUDA graph replay, the caller's own
-(``copy_batches=True``; the bench lets each go, so no copy is made); ``graphed_copied``: the same while the caller holds a batch of each lane, so that each
-timed batch is copied out (three graphs' memory and the copy); ``graphed_in_place``: each
+(``copy_batches=True``; the bench lets each go, so no copy is made); ``graphed_copied``:
+the same while the caller holds a batch of each lane, so that each timed batch is copied
+out (three graphs' memory and the copy); ``graphed_in_place``: each
 batch a view of the one graph's memory, ``copy_batches=False``, as the training recipe
 takes them), for a grid of ``num_envs`` and agent counts. One env-step is every agent of
 one env stepped once.

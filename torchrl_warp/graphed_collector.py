@@ -92,10 +92,9 @@ class GraphedCollector:
         copy_batches: each batch is the caller's own (``Collector``'s contract): the memory
             of a lane whose last batch the caller let go, handed out without a copy, or, while
             the caller holds a batch of every lane, a copy. ``False``: each batch views the
-            one graph's memory and
-            is overwritten by the next batch (no copy: a batch less of memory and of
-            traffic), for a loop that is done with a batch before it asks for the next,
-            as a PPO update is. New entries set on a batch stay the caller's.
+            one graph's memory and is overwritten by the next batch (no copy: a batch less of
+            memory and of traffic), for a loop that is done with a batch before it asks for
+            the next, as a PPO update is. New entries set on a batch stay the caller's.
         **collector_kwargs: ``Collector``'s other arguments, so that a ``Collector(...)``
             call takes this class by its name alone. ``postproc`` and ``split_trajs`` apply
             to each batch as ``Collector`` applies them; the devices may be ``None`` or the
@@ -394,7 +393,6 @@ class _RolloutGraph:
 
     def __init__(self, collector: GraphedCollector, capture: bool = True, sibling: "_RolloutGraph | None" = None):
         env = collector._warp
-        self._env = env
         self._collector = collector
         outputs = env._outputs
         before = (outputs.buffer, outputs.generation, outputs._handed_out, collector._carrier)

@@ -557,7 +557,8 @@ class _Slabs:
 
     def stack(self, steps: list[TensorDictBase]) -> TensorDictBase:
         """``TensorDict.maybe_dense_stack(steps, dim=1)``, with views of the slabs for the entries
-        that live there (the env's outputs) and a stacked copy for the others."""
+        that live there (the env's outputs) and a time-major stacked copy for the others (the
+        policy's outputs), viewed ``[num_envs, T, ...]``."""
         keys = set(steps[0].keys(True))
         if any(set(td.keys(True)) != keys for td in steps[1:]) or not all(
                 isinstance(v, torch.Tensor) for v in steps[0].values(True, True)):
@@ -583,7 +584,9 @@ class _Slabs:
                 return first.as_strided((first.shape[0], len(values), *first.shape[1:]),
                                         (first.stride(0), slot // first.element_size(), *first.stride()[1:]),
                                         first.storage_offset())
-        return torch.stack(values, dim=1)
+        # time-major, as the slabs: a stack along dim 1 writes each step's rows T apart (torch's
+        # CatArrayBatchedCopy at ~0.35 TB/s on an H100), along dim 0 in one run
+        return torch.stack(values).transpose(0, 1)
 
 
 class _ActionChecks:

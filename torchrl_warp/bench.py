@@ -260,7 +260,7 @@ def main(argv=None) -> list[dict]:
                         help="tag_gridworld: use_full_observation=False (own cell and one other's)")
     parser.add_argument("--split-step", type=_split_choice, nargs="+", default=["default"],
                         help="the step as one kernel (fused), one kernel per phase (split), or kernels beginning "
-                             "at the given phases (10, or 10,12); default: the env's")
+                             "at the given phases (20, or 20,22); default: the env's")
     parser.add_argument("--observation-layout", choices=("rows", "features"), nargs="+", default=["rows"],
                         help="observations stored as each agent's row, or feature by feature "
                              "(feature_major_observations)")

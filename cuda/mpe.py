@@ -8,16 +8,10 @@ constants of shape ``[n_entities]``: ``entity_size`` (sphere radius),
 ``u`` (``[E, A, 2]``) is the agent's processed action, ``force`` (``[E, A, 2]``) its
 total force of the current substep.
 
-One step of one substep is: (action phase, ``collision_force``), barrier,
-``integrate_first`` (applies drag), barrier. With more substeps, the agents' positions
-alternate between two buffers, ``pos`` and ``pos_alt``, and each substep is one phase,
-contacts and integration together (``substep_first``, then ``substep_back`` and
-``substep_there`` in turn): a substep reads every agent's position from one buffer and
-writes its own into the other, so one barrier per substep suffices where a single buffer
-needs two (VMAS's order: every contact force from the substep's start positions, then every
-integration). After an odd count, ``adopt_position`` brings them back into ``pos``. Only
-agents integrate (one lane each): a landmark keeps its position in ``pos``, as every
-immovable entity does.
+One step is, for each of ``substeps`` substeps: (action phase on the first only,
+``collision_force``), barrier, ``integrate_first`` (first substep: applies drag) or
+``integrate``, barrier. Only agents integrate (one lane each): a landmark keeps its
+position, as every immovable entity does.
 """
 import math
 
@@ -27,8 +21,7 @@ from torchrl_warp.cuda.rng import uniform
 
 f32 = numba.float32
 
-__all__ = ["scatter_place", "entity_distance", "PLACE_STREAM", "quiet", "pad_observation", "mpe_action", "mpe_action_index", "collision_force", "integrate_first", "integrate",
-           "contact_force", "substep_first", "substep_there", "substep_back", "adopt_position", "mpe_done", "clamp_unit",
+__all__ = ["scatter_place", "entity_distance", "PLACE_STREAM", "quiet", "pad_observation", "mpe_action", "mpe_action_index", "collision_force", "integrate_first", "integrate", "mpe_done", "clamp_unit",
            "CONTINUOUS", "CATEGORICAL", "MULTI_CATEGORICAL", "ONE_HOT", "MULTI_ONE_HOT"]
 
 
@@ -176,26 +169,24 @@ def softplus(x):
 
 
 @numba.njit
-def contact_force(env, agent, pos, agent_pos, num_agents, u, entity_size, entity_collide, entity_movable,
-                  collision_force_multiplier, contact_margin):
-    """``(fx, fy)``: the agent's action plus the soft contact force from every overlapping entity,
+def collision_force(env, agent, pos, u, force, entity_size, entity_collide, entity_movable,
+                    collision_force_multiplier, contact_margin):
+    """The agent's force: its action plus the soft contact force from every overlapping entity,
     in float32 as VMAS computes it (a pair farther apart than the radii's sum is skipped
-    before any square root). Agents' positions are read from ``agent_pos``, the landmarks'
-    from ``pos`` (landmarks never move, so only ``pos`` holds them)."""
+    before any square root)."""
     fx = u[env, agent, 0]
     fy = u[env, agent, 1]
     if entity_collide[agent] > 0.0 and entity_movable[agent] > 0.0:
-        px = agent_pos[env, agent, 0]
-        py = agent_pos[env, agent, 1]
+        px = pos[env, agent, 0]
+        py = pos[env, agent, 1]
         ra = f32(entity_size[agent])
         k = f32(contact_margin)
         multiplier = f32(collision_force_multiplier)
         for j in range(pos.shape[1]):
             if j == agent or entity_collide[j] <= 0.0:
                 continue
-            src = agent_pos if j < num_agents else pos
-            dx = px - src[env, j, 0]
-            dy = py - src[env, j, 1]
+            dx = px - pos[env, j, 0]
+            dy = py - pos[env, j, 1]
             dmin = ra + f32(entity_size[j])
             d2 = dx * dx + dy * dy
             if d2 > dmin * dmin * f32(1.0001):
@@ -206,28 +197,18 @@ def contact_force(env, agent, pos, agent_pos, num_agents, u, entity_size, entity
             s = multiplier * softplus((dmin - dist) / k) * k / dist
             fx += s * dx
             fy += s * dy
-    return f32(fx), f32(fy)
-
-
-@numba.njit
-def collision_force(env, agent, pos, u, force, entity_size, entity_collide, entity_movable,
-                    collision_force_multiplier, contact_margin):
-    """The agent's force of this substep (:func:`contact_force`), into ``force``."""
-    fx, fy = contact_force(env, agent, pos, pos, pos.shape[1], u, entity_size, entity_collide, entity_movable,
-                           collision_force_multiplier, contact_margin)
     force[env, agent, 0] = fx
     force[env, agent, 1] = fy
 
 
 @numba.njit
-def advance(env, agent, src, dst, vel, fx, fy, entity_mass, entity_max_speed, sub_dt, damping, semidim):
+def advance(env, agent, pos, vel, force, entity_mass, entity_max_speed, sub_dt, damping, semidim):
     """Semi-implicit Euler in float32: ``vel = vel * damping + F / m * dt``, clamp the speed,
-    ``dst = src + vel * dt``, clamped to the world's ``[-semidim[d], semidim[d]]`` (infinite:
-    unbounded)."""
+    ``pos += vel * dt``, clamped to the world's ``[-semidim[d], semidim[d]]`` (infinite: unbounded)."""
     m = f32(entity_mass[agent])
     dt = f32(sub_dt)
-    vx = vel[env, agent, 0] * damping + fx / m * dt
-    vy = vel[env, agent, 1] * damping + fy / m * dt
+    vx = vel[env, agent, 0] * damping + force[env, agent, 0] / m * dt
+    vy = vel[env, agent, 1] * damping + force[env, agent, 1] / m * dt
     vmax = f32(entity_max_speed[agent])
     if vmax > f32(0.0):
         speed = math.sqrt(vx * vx + vy * vy)
@@ -236,10 +217,10 @@ def advance(env, agent, src, dst, vel, fx, fy, entity_mass, entity_max_speed, su
             vy = vy / speed * vmax
     vel[env, agent, 0] = vx
     vel[env, agent, 1] = vy
-    x = src[env, agent, 0] + vx * dt
-    y = src[env, agent, 1] + vy * dt
-    dst[env, agent, 0] = min(max(x, -semidim[0]), semidim[0])
-    dst[env, agent, 1] = min(max(y, -semidim[1]), semidim[1])
+    x = pos[env, agent, 0] + vx * dt
+    y = pos[env, agent, 1] + vy * dt
+    pos[env, agent, 0] = min(max(x, -semidim[0]), semidim[0])
+    pos[env, agent, 1] = min(max(y, -semidim[1]), semidim[1])
 
 
 @numba.njit
@@ -247,66 +228,14 @@ def integrate_first(env, agent, pos, vel, force, entity_mass, entity_max_speed, 
                     semidim):
     """The first substep's integration (drag applied once per step, as VMAS does)."""
     if entity_movable[agent] > 0.0:
-        advance(env, agent, pos, pos, vel, force[env, agent, 0], force[env, agent, 1], entity_mass,
-                entity_max_speed, sub_dt, f32(1.0 - drag), semidim)
+        advance(env, agent, pos, vel, force, entity_mass, entity_max_speed, sub_dt, f32(1.0 - drag), semidim)
 
 
 @numba.njit
 def integrate(env, agent, pos, vel, force, entity_mass, entity_max_speed, entity_movable, sub_dt, semidim):
     """A later substep's integration (no drag)."""
     if entity_movable[agent] > 0.0:
-        advance(env, agent, pos, pos, vel, force[env, agent, 0], force[env, agent, 1], entity_mass,
-                entity_max_speed, sub_dt, f32(1.0), semidim)
-
-
-@numba.njit
-def substep_into(env, agent, num_agents, pos, src, dst, vel, u, entity_size, entity_collide, entity_movable,
-                 entity_mass, entity_max_speed, collision_force_multiplier, contact_margin, sub_dt, damping,
-                 semidim):
-    """One whole substep of the agent, contacts and integration, from the agents' positions in
-    ``src`` to its own in ``dst`` (two buffers: no agent's write can reach another's reads,
-    so no barrier is needed between the contacts and the integration)."""
-    fx, fy = contact_force(env, agent, pos, src, num_agents, u, entity_size, entity_collide, entity_movable,
-                           collision_force_multiplier, contact_margin)
-    if entity_movable[agent] > 0.0:
-        advance(env, agent, src, dst, vel, fx, fy, entity_mass, entity_max_speed, sub_dt, damping, semidim)
-    else:
-        dst[env, agent, 0] = src[env, agent, 0]
-        dst[env, agent, 1] = src[env, agent, 1]
-
-
-@numba.njit
-def substep_first(env, agent, num_agents, pos, pos_alt, vel, u, entity_size, entity_collide, entity_movable,
-                  entity_mass, entity_max_speed, collision_force_multiplier, contact_margin, sub_dt, drag, semidim):
-    """The first substep (drag applied, as VMAS does once per step): ``pos`` to ``pos_alt``."""
-    substep_into(env, agent, num_agents, pos, pos, pos_alt, vel, u, entity_size, entity_collide, entity_movable,
-                 entity_mass, entity_max_speed, collision_force_multiplier, contact_margin, sub_dt,
-                 f32(1.0 - drag), semidim)
-
-
-@numba.njit
-def substep_there(env, agent, num_agents, pos, pos_alt, vel, u, entity_size, entity_collide, entity_movable,
-                  entity_mass, entity_max_speed, collision_force_multiplier, contact_margin, sub_dt, semidim):
-    """A later substep from ``pos`` to ``pos_alt``."""
-    substep_into(env, agent, num_agents, pos, pos, pos_alt, vel, u, entity_size, entity_collide, entity_movable,
-                 entity_mass, entity_max_speed, collision_force_multiplier, contact_margin, sub_dt, f32(1.0),
-                 semidim)
-
-
-@numba.njit
-def substep_back(env, agent, num_agents, pos, pos_alt, vel, u, entity_size, entity_collide, entity_movable,
-                 entity_mass, entity_max_speed, collision_force_multiplier, contact_margin, sub_dt, semidim):
-    """A later substep from ``pos_alt`` back to ``pos``."""
-    substep_into(env, agent, num_agents, pos, pos_alt, pos, vel, u, entity_size, entity_collide, entity_movable,
-                 entity_mass, entity_max_speed, collision_force_multiplier, contact_margin, sub_dt, f32(1.0),
-                 semidim)
-
-
-@numba.njit
-def adopt_position(env, agent, pos, pos_alt):
-    """After an odd number of two-buffer substeps: the agent's position back into ``pos``."""
-    pos[env, agent, 0] = pos_alt[env, agent, 0]
-    pos[env, agent, 1] = pos_alt[env, agent, 1]
+        advance(env, agent, pos, vel, force, entity_mass, entity_max_speed, sub_dt, f32(1.0), semidim)
 
 
 @numba.njit

@@ -40,9 +40,8 @@ from torchrl.data import Bounded, Categorical, MultiCategorical, MultiOneHot, On
 from torchrl.envs.utils import MarlGroupMapType, check_marl_grouping
 
 from torchrl_warp.cuda.mpe import (CATEGORICAL, CONTINUOUS, MULTI_CATEGORICAL, MULTI_ONE_HOT, ONE_HOT,
-                                   adopt_position, collision_force, integrate, integrate_first, mpe_action,
-                                   mpe_action_index, mpe_done, pad_observation, quiet, substep_back, substep_first,
-                                   substep_there)
+                                   collision_force, integrate, integrate_first, mpe_action, mpe_action_index, mpe_done,
+                                   pad_observation, quiet)
 from torchrl_warp.env import WarpEnv
 from torchrl_warp.layout import Field, GroupSpec, Layout
 from torchrl_warp.params import Param
@@ -314,11 +313,6 @@ MPE_MAX_REGISTERS = 64
 #: Off until measured on a GPU (``bench --env simple_tag --split-step fused 20``)
 SPLIT_SUBSTEPS = False
 
-#: with more than one substep, a substep is one phase (contacts and integration, the agents'
-#: positions alternating between ``pos`` and ``pos_alt``) instead of two (the forces through
-#: a field, a barrier between): see :mod:`torchrl_warp.cuda.mpe`
-TWO_BUFFER_SUBSTEPS = True
-
 
 def common_parameters(substeps: int = 1, collision_force: float = 100.0, max_steps: int = 0, dt: float = 0.1,
                       drag: float = 0.25, contact_margin: float = 1e-3) -> dict:
@@ -494,14 +488,9 @@ class MPEScenario(WarpEnv):
         scenario = self._kernels(p)
         encoding = self._action_encoding(p)
         act = mpe_action_index if encoding == CATEGORICAL else mpe_action  # [E, N] indices, or rows
-        if p.substeps == 1 or not TWO_BUFFER_SUBSTEPS:
-            step = [(act, collision_force), integrate_first]
-            for _ in range(p.substeps - 1):
-                step += [collision_force, integrate]
-        else:  # one phase per substep, the positions alternating between pos and pos_alt
-            step = [(act, substep_first)] + [(substep_there, substep_back)[i % 2] for i in range(1, p.substeps)]
-            if p.substeps % 2:
-                step.append(adopt_position)
+        step = [(act, collision_force), integrate_first]
+        for _ in range(p.substeps - 1):
+            step += [collision_force, integrate]
         physics = len(step)  # the physics' phases, then the scenario's: a kernel each (SPLIT_SUBSTEPS)
         step += list(scenario.step) + [(pad_observation, mpe_done)]
         semidim = [math.inf if s is None else s for s in (world.x_semidim, world.y_semidim)]
@@ -519,8 +508,6 @@ class MPEScenario(WarpEnv):
                 Field("u", (2,), per_agent=True),
                 Field("comm", (max(world.dim_c, 1),), per_agent=True),
                 Field("force", (2,), per_agent=True, scratch=True),
-                *([Field("pos_alt", (len(entities), 2), scratch=True)]
-                  if p.substeps > 1 and TWO_BUFFER_SUBSTEPS else []),
                 *scenario.fields,
             ],
             reset=(quiet,) + tuple(scenario.reset),

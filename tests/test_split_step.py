@@ -77,7 +77,7 @@ def test_the_parts_are_one_kernel_per_phase_and_only_the_first_keeps_the_counter
 def test_mpe_steps_with_substeps_split_after_the_physics(monkeypatch):
     """With SPLIT_SUBSTEPS, more than one substep: the physics' phases one kernel, the
     scenario's the next (their registers apart); one substep: one kernel."""
-    from torchrl_warp.cuda.mpe import substep_back, substep_there
+    from torchrl_warp.cuda.mpe import integrate
     from torchrl_warp.envs import mpe
 
     monkeypatch.setattr(mpe, "SPLIT_SUBSTEPS", False)
@@ -85,9 +85,8 @@ def test_mpe_steps_with_substeps_split_after_the_physics(monkeypatch):
     monkeypatch.setattr(mpe, "SPLIT_SUBSTEPS", True)
     tag = CASES["simple_tag"]()
     (start,) = tag.layout.split_step
-    assert tag.layout.step[start - 1] is substep_back
-    assert not {substep_back, substep_there} & set(tag.layout.step[start:])
-    assert start == 10  # one phase per substep (two position buffers)
+    assert tag.layout.step[start - 1] is integrate and integrate not in tag.layout.step[start:]
+    assert start == 2 * 10  # two phases per substep
     assert CASES["simple_tag"](substeps=1).layout.split_step is False
     assert CASES["simple_spread_discrete"]().layout.split_step is False
     assert tag.split_step == ((start,) if tag._backend.splits else False)
